@@ -1,0 +1,1 @@
+//! End-to-end tests: the real binary against real MCP peers.
