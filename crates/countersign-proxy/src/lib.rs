@@ -1,1 +1,25 @@
-//! TODO
+//! The gateway's request path: HTTP hardening, the single strict inspection of every POST body,
+//! forwarding of its re-serialization, and event-by-event SSE relay — tower layers over hyper.
+//!
+//! Owns everything that touches a live request. It must not load configuration files or set up
+//! telemetry (that is `countersign-app`), and it depends only on `countersign-jsonrpc` among the
+//! workspace crates.
+
+#![forbid(unsafe_code)]
+
+pub mod body;
+pub mod config;
+pub mod endpoint;
+pub mod error;
+pub mod forward;
+pub mod hardening;
+pub mod inspect;
+pub mod metrics;
+pub mod server;
+pub mod sse;
+pub mod stack;
+
+pub use config::ProxyConfig;
+pub use metrics::ProxyMetrics;
+pub use server::serve;
+pub use stack::{GatewayService, gateway_service};

@@ -1,1 +1,22 @@
-//! TODO
+//! Test doubles for countersign: a recording fake MCP upstream and a raw HTTP/1.1 client.
+//!
+//! A dev-dependency only. Most security tests read "send X through the gateway; assert the fake
+//! upstream recorded nothing (or exactly Y)", so the upstream records every request it receives.
+
+#![forbid(unsafe_code)]
+
+mod client;
+mod raw;
+mod upstream;
+
+pub use client::{Collected, TestClient, collect};
+pub use raw::{RawResponse, raw_request};
+pub use upstream::{RecordedRequest, RecordingUpstream, Reply};
+
+/// A TCP port that was free a moment ago, for processes that need a port number up front.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("binding an ephemeral loopback port")
+}

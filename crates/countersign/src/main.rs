@@ -1,1 +1,134 @@
-fn main() {}
+//! The `countersign` command: a gateway in front of MCP servers that makes a human countersign
+//! every risky tool call.
+//!
+//! Exit codes: 0 success; 1 runtime failure (a listener could not bind, the gateway failed);
+//! 2 usage or configuration error (bad flags, invalid config file).
+
+#![forbid(unsafe_code)]
+
+mod demo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use countersign_app::{Overrides, RawConfig, RunningGateway, shutdown_signal, telemetry};
+
+/// Exit code for usage and configuration errors.
+const EXIT_CONFIG: u8 = 2;
+/// Exit code for failures while running.
+const EXIT_RUNTIME: u8 = 1;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "countersign",
+    version,
+    about = "A gateway in front of MCP servers that makes a human countersign every risky tool call.",
+    after_help = "Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the gateway in front of one or more MCP servers.
+    Serve(ServeArgs),
+    /// Start a demo store MCP server with the gateway in front of it, and print how to try it.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Upstream MCP endpoint (Streamable HTTP), e.g. http://127.0.0.1:3001/mcp. Replaces the
+    /// config file's upstreams.
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+    /// Gateway path for --upstream. Default: the upstream URL's path.
+    #[arg(long, value_name = "PATH")]
+    path: Option<String>,
+    /// MCP listener address. Default 127.0.0.1:8080.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Admin listener address (/healthz, /readyz, /metrics), or `off`. Default 127.0.0.1:9090.
+    #[arg(long, value_name = "ADDR|off")]
+    admin: Option<String>,
+    /// YAML configuration file; flags override its values.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log format: text or json.
+    #[arg(long, value_name = "FORMAT")]
+    log_format: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct DemoArgs {
+    /// Gateway listener address for the demo.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Admin listener address, or `off`.
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:9090")]
+    admin: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("countersign: cannot start the async runtime: {error}");
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve(args).await,
+            Command::Demo(args) => demo::run(&args.listen, &args.admin).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Config(error)) => {
+            eprintln!("countersign: {error:#}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Err(Failure::Runtime(error)) => {
+            eprintln!("countersign: {error:#}");
+            ExitCode::from(EXIT_RUNTIME)
+        }
+    }
+}
+
+/// Splits failures by exit code.
+#[derive(Debug)]
+enum Failure {
+    Config(anyhow::Error),
+    Runtime(anyhow::Error),
+}
+
+async fn serve(args: ServeArgs) -> Result<(), Failure> {
+    let mut raw = match &args.config {
+        Some(path) => RawConfig::load(path).map_err(Failure::Config)?,
+        None => RawConfig::default(),
+    };
+    raw.apply(Overrides {
+        upstream: args.upstream,
+        path: args.path,
+        listen: args.listen,
+        admin: args.admin,
+        log_format: args.log_format,
+    });
+    let config = raw.validate().map_err(Failure::Config)?;
+    telemetry::init(config.log_format);
+    let gateway = RunningGateway::start(config)
+        .await
+        .map_err(Failure::Runtime)?;
+    gateway
+        .run_until(shutdown_signal())
+        .await
+        .map_err(Failure::Runtime)
+}

@@ -1,0 +1,101 @@
+//! The admin listener: liveness, readiness and Prometheus metrics, apart from the MCP listener so
+//! it can stay on loopback while the gateway faces clients.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tracing::debug;
+
+/// What `/readyz` reports: ready once the MCP listener is serving, not ready while draining.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Serves the admin endpoints until the task is dropped.
+pub async fn serve_admin(listener: TcpListener, registry: Arc<Registry>, readiness: Readiness) {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(std::time::Duration::from_secs(5));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let registry = registry.clone();
+        let readiness = readiness.clone();
+        let connection = builder.serve_connection(
+            TokioIo::new(stream),
+            service_fn(move |request| {
+                let response = answer(&request, &registry, &readiness);
+                async move { Ok::<_, Infallible>(response) }
+            }),
+        );
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                debug!(%error, "admin connection ended with an error");
+            }
+        });
+    }
+}
+
+fn answer(
+    request: &Request<Incoming>,
+    registry: &Registry,
+    readiness: &Readiness,
+) -> Response<Full<Bytes>> {
+    if request.method() != Method::GET {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "use GET\n");
+    }
+    match request.uri().path() {
+        "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/readyz" if readiness.is_ready() => text(StatusCode::OK, "ready\n"),
+        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+        "/metrics" => {
+            let mut body = String::new();
+            if prometheus_client::encoding::text::encode(&mut body, registry).is_err() {
+                return text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "metrics encoding failed\n",
+                );
+            }
+            let mut response = Response::new(Full::new(Bytes::from(body)));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            );
+            response
+        }
+        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}

@@ -1,0 +1,428 @@
+//! The configuration file: `RawConfig` mirrors the YAML exactly (unknown keys are errors),
+//! `validate()` turns it into the typed [`Config`] everything else uses. Nothing downstream
+//! re-validates.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail, ensure};
+use countersign_proxy::config::{
+    HostPattern, HostPolicy, Limits, OriginPolicy, ProxyConfig, Route, Secret, Upstream,
+    UpstreamAuth, default_host_policy, default_origin_policy,
+};
+use http::Uri;
+use http::uri::Scheme;
+use serde::Deserialize;
+
+/// The configuration file as written. Every field is optional; defaults are documented per field.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawConfig {
+    /// Address of the MCP listener. Default `127.0.0.1:8080`.
+    pub listen: Option<String>,
+    /// Address of the admin listener (`/healthz`, `/readyz`, `/metrics`), or `off`.
+    /// Default `127.0.0.1:9090`.
+    pub admin: Option<String>,
+    /// `text` (default) or `json`.
+    pub log_format: Option<String>,
+    /// How long in-flight requests and streams may finish after SIGTERM. Default `30s`.
+    pub drain_timeout: Option<String>,
+    /// The MCP servers behind the gateway, each on its own path. At least one.
+    pub upstreams: Vec<RawUpstream>,
+    pub limits: RawLimits,
+    /// Browser origins allowed to call the gateway (`scheme://host[:port|:*]`). Requests without
+    /// `Origin` are not affected. Default: loopback origins on any port.
+    pub allowed_origins: Option<Vec<String>>,
+    /// `Host` values the gateway answers to (`host[:port|:*]`), or `["*"]` for any. Default:
+    /// loopback names when listening on loopback, any host otherwise.
+    pub allowed_hosts: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    /// Name used in logs, metrics and policy rules. Default `default`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Gateway path clients use. Default: the path of `url`.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The upstream's Streamable HTTP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    pub url: String,
+    /// `forward` (default: the client's `Authorization` passes through) or
+    /// `{ replace: { env: VAR } }` / `{ replace: { file: PATH } }` (the client's is dropped and the
+    /// gateway's own credential is sent instead).
+    #[serde(default)]
+    pub auth: Option<RawAuth>,
+    /// TCP connect timeout. Default `5s`.
+    #[serde(default)]
+    pub connect_timeout: Option<String>,
+    /// Time until the upstream's response headers. Default `60s`.
+    #[serde(default)]
+    pub response_timeout: Option<String>,
+    /// Largest non-streamed upstream response. Default `16MiB`.
+    #[serde(default)]
+    pub max_response_bytes: Option<RawSize>,
+}
+
+/// `forward`, or `{ replace: { env: VAR } }` / `{ replace: { file: PATH } }`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawAuth {
+    Mode(String),
+    Replace(RawReplaceAuth),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReplaceAuth {
+    pub replace: RawCredential,
+}
+
+/// The gateway's own `Authorization` value, from an environment variable or a file (such as a
+/// mounted Kubernetes secret; surrounding whitespace is trimmed). Exactly one of the two.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawCredential {
+    pub env: Option<String>,
+    pub file: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawLimits {
+    /// Largest request body. Default `4MiB`.
+    pub max_body_bytes: Option<RawSize>,
+    /// Whole-body read deadline. Default `30s`.
+    pub body_timeout: Option<String>,
+    /// Deadline for a request's header block. Default `10s`.
+    pub header_read_timeout: Option<String>,
+    /// Most header fields per request. Default `100`.
+    pub max_headers: Option<usize>,
+    /// Largest request head in bytes (at least 8KiB). Default `64KiB`.
+    pub max_header_bytes: Option<RawSize>,
+    /// Deepest JSON nesting in a request body. Default `64`.
+    pub max_json_depth: Option<usize>,
+    /// Largest single relayed SSE event. Default `16MiB`.
+    pub max_sse_event_bytes: Option<RawSize>,
+}
+
+/// A size as a plain byte count or a string with a unit (`64KiB`, `4MiB`, `1GiB`, `500KB`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawSize {
+    Bytes(usize),
+    Text(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub admin: Option<SocketAddr>,
+    pub log_format: LogFormat,
+    pub drain_timeout: Duration,
+    pub proxy: ProxyConfig,
+}
+
+/// Command-line values that override the file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub upstream: Option<String>,
+    pub path: Option<String>,
+    pub listen: Option<String>,
+    pub admin: Option<String>,
+    pub log_format: Option<String>,
+}
+
+impl RawConfig {
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading configuration file {}", path.display()))?;
+        Self::from_yaml(&text).with_context(|| format!("in configuration file {}", path.display()))
+    }
+
+    pub fn from_yaml(text: &str) -> anyhow::Result<Self> {
+        serde_yaml_ng::from_str(text).context("invalid configuration")
+    }
+
+    pub fn apply(&mut self, overrides: Overrides) {
+        if let Some(url) = overrides.upstream {
+            self.upstreams = vec![RawUpstream {
+                url,
+                path: overrides.path,
+                ..RawUpstream::default()
+            }];
+        } else if let (Some(path), [only]) = (overrides.path, self.upstreams.as_mut_slice()) {
+            only.path = Some(path);
+        }
+        if overrides.listen.is_some() {
+            self.listen = overrides.listen;
+        }
+        if overrides.admin.is_some() {
+            self.admin = overrides.admin;
+        }
+        if overrides.log_format.is_some() {
+            self.log_format = overrides.log_format;
+        }
+    }
+
+    pub fn validate(self) -> anyhow::Result<Config> {
+        let listen = parse_addr(self.listen.as_deref().unwrap_or("127.0.0.1:8080"), "listen")?;
+        let admin = match self.admin.as_deref().unwrap_or("127.0.0.1:9090") {
+            "off" => None,
+            addr => Some(parse_addr(addr, "admin")?),
+        };
+        ensure!(
+            admin != Some(listen),
+            "admin and listen must be different addresses"
+        );
+        let log_format = match self.log_format.as_deref().unwrap_or("text") {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => bail!("log_format must be `text` or `json`, not `{other}`"),
+        };
+        let drain_timeout = duration(self.drain_timeout.as_deref(), "30s", "drain_timeout")?;
+        let limits = self.limits.validate()?;
+
+        ensure!(
+            !self.upstreams.is_empty(),
+            "no upstream configured: pass --upstream URL or list `upstreams:` in the config file"
+        );
+        let mut routes: Vec<Route> = Vec::with_capacity(self.upstreams.len());
+        for (i, raw) in self.upstreams.into_iter().enumerate() {
+            let route = raw.validate().with_context(|| format!("upstreams[{i}]"))?;
+            if let Some(other) = routes.iter().find(|r| r.path == route.path) {
+                bail!(
+                    "upstreams[{i}]: path {} is already used by upstream `{}`",
+                    route.path,
+                    other.upstream.name
+                );
+            }
+            if let Some(other) = routes
+                .iter()
+                .find(|r| r.upstream.name == route.upstream.name)
+            {
+                bail!(
+                    "upstreams[{i}]: name `{}` is used twice",
+                    other.upstream.name
+                );
+            }
+            routes.push(route);
+        }
+
+        let origins = match self.allowed_origins {
+            None => default_origin_policy(),
+            Some(list) => OriginPolicy {
+                allowed: patterns(&list, "allowed_origins")?,
+            },
+        };
+        let hosts = match self.allowed_hosts {
+            None => default_host_policy(listen),
+            Some(list) if list.iter().any(|h| h == "*") => HostPolicy { allowed: None },
+            Some(list) => HostPolicy {
+                allowed: Some(patterns(&list, "allowed_hosts")?),
+            },
+        };
+        Ok(Config {
+            listen,
+            admin,
+            log_format,
+            drain_timeout,
+            proxy: ProxyConfig {
+                routes,
+                limits,
+                origins,
+                hosts,
+            },
+        })
+    }
+}
+
+impl RawUpstream {
+    fn validate(self) -> anyhow::Result<Route> {
+        let url: Uri = self
+            .url
+            .parse()
+            .with_context(|| format!("url `{}` is not a valid URL", self.url))?;
+        let scheme = url
+            .scheme()
+            .cloned()
+            .context("url must be absolute (http://host:port/path)")?;
+        ensure!(
+            scheme == Scheme::HTTP,
+            "url `{}`: only http:// upstreams are supported so far (put the gateway beside the server, \
+             e.g. as a sidecar, or terminate TLS in front of the upstream)",
+            self.url
+        );
+        let authority = url.authority().cloned().context("url has no host")?;
+        ensure!(url.query().is_none(), "url must not have a query string");
+        let path = match self.path {
+            Some(path) => path,
+            None => url.path().to_owned(),
+        };
+        ensure!(
+            path.starts_with('/')
+                && !path.contains(['?', '#', '%', '\\', ';'])
+                && !path.contains("//")
+                && !path
+                    .split('/')
+                    .any(|segment| segment == "." || segment == ".."),
+            "path `{path}` must be a plain absolute path such as /mcp"
+        );
+        let name = self.name.unwrap_or_else(|| "default".to_owned());
+        ensure!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)),
+            "name `{name}` must use only letters, digits, `_`, `.` and `-`"
+        );
+        let auth = match self.auth {
+            None => UpstreamAuth::Forward,
+            Some(RawAuth::Mode(mode)) if mode == "forward" => UpstreamAuth::Forward,
+            Some(RawAuth::Mode(mode)) => {
+                bail!("auth must be `forward` or `{{ replace: {{ env: VAR }} }}`, not `{mode}`")
+            }
+            Some(RawAuth::Replace(RawReplaceAuth { replace })) => {
+                let value = match (replace.env, replace.file) {
+                    (Some(env), None) => std::env::var(&env).with_context(|| {
+                        format!("auth.replace.env: environment variable {env} is not set")
+                    })?,
+                    (None, Some(file)) => std::fs::read_to_string(&file)
+                        .with_context(|| format!("auth.replace.file: reading {}", file.display()))?
+                        .trim()
+                        .to_owned(),
+                    _ => bail!("auth.replace needs exactly one of `env` or `file`"),
+                };
+                let mut value = http::HeaderValue::try_from(value)
+                    .context("auth.replace: the credential is not a valid header value")?;
+                value.set_sensitive(true);
+                UpstreamAuth::Replace(Secret(value))
+            }
+        };
+        Ok(Route {
+            path,
+            upstream: Upstream {
+                name,
+                scheme,
+                authority,
+                url,
+                auth,
+                connect_timeout: duration(
+                    self.connect_timeout.as_deref(),
+                    "5s",
+                    "connect_timeout",
+                )?,
+                response_timeout: duration(
+                    self.response_timeout.as_deref(),
+                    "60s",
+                    "response_timeout",
+                )?,
+                max_response_bytes: size(self.max_response_bytes, 16 << 20, "max_response_bytes")?,
+            },
+        })
+    }
+}
+
+impl RawLimits {
+    fn validate(self) -> anyhow::Result<Limits> {
+        let max_header_bytes = size(self.max_header_bytes, 64 << 10, "limits.max_header_bytes")?;
+        ensure!(
+            max_header_bytes.get() >= 8192,
+            "limits.max_header_bytes must be at least 8KiB"
+        );
+        let max_json_depth = nonzero(self.max_json_depth.unwrap_or(64), "limits.max_json_depth")?;
+        ensure!(
+            max_json_depth.get() <= 128,
+            "limits.max_json_depth must be at most 128"
+        );
+        Ok(Limits {
+            max_body_bytes: size(self.max_body_bytes, 4 << 20, "limits.max_body_bytes")?,
+            body_timeout: duration(self.body_timeout.as_deref(), "30s", "limits.body_timeout")?,
+            header_read_timeout: duration(
+                self.header_read_timeout.as_deref(),
+                "10s",
+                "limits.header_read_timeout",
+            )?,
+            max_headers: nonzero(self.max_headers.unwrap_or(100), "limits.max_headers")?,
+            max_header_bytes,
+            max_json_depth,
+            max_sse_event_bytes: size(
+                self.max_sse_event_bytes,
+                16 << 20,
+                "limits.max_sse_event_bytes",
+            )?,
+        })
+    }
+}
+
+fn parse_addr(text: &str, field: &str) -> anyhow::Result<SocketAddr> {
+    text.parse()
+        .with_context(|| format!("{field}: `{text}` is not an address like 127.0.0.1:8080"))
+}
+
+fn duration(text: Option<&str>, default: &str, field: &str) -> anyhow::Result<Duration> {
+    let text = text.unwrap_or(default);
+    let value = humantime::parse_duration(text)
+        .with_context(|| format!("{field}: `{text}` is not a duration like 30s or 5m"))?;
+    ensure!(!value.is_zero(), "{field} must be greater than zero");
+    Ok(value)
+}
+
+fn nonzero(value: usize, field: &str) -> anyhow::Result<NonZeroUsize> {
+    NonZeroUsize::new(value).with_context(|| format!("{field} must be greater than zero"))
+}
+
+fn size(raw: Option<RawSize>, default: usize, field: &str) -> anyhow::Result<NonZeroUsize> {
+    let bytes = match raw {
+        None => default,
+        Some(RawSize::Bytes(n)) => n,
+        Some(RawSize::Text(text)) => {
+            parse_size(&text).with_context(|| format!("{field}: `{text}`"))?
+        }
+    };
+    nonzero(bytes, field)
+}
+
+/// `64KiB`, `4MiB`, `1GiB`, `500KB`, `1MB` or a plain number of bytes.
+pub fn parse_size(text: &str) -> anyhow::Result<usize> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: usize = number.parse().context("not a size like 64KiB or 4MiB")?;
+    let factor: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1_000,
+        "KiB" => 1 << 10,
+        "MB" => 1_000_000,
+        "MiB" => 1 << 20,
+        "GB" => 1_000_000_000,
+        "GiB" => 1 << 30,
+        other => bail!("unknown size unit `{other}` (use B, KB, KiB, MB, MiB, GB or GiB)"),
+    };
+    number.checked_mul(factor).context("size overflows")
+}
+
+fn patterns(list: &[String], field: &str) -> anyhow::Result<Vec<HostPattern>> {
+    list.iter()
+        .map(|p| {
+            HostPattern::parse(p)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| field.to_owned())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

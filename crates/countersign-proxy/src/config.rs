@@ -1,0 +1,275 @@
+//! Typed, already-validated settings the proxy runs with. `countersign-app` builds these from the
+//! configuration file; nothing here re-validates.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use http::Uri;
+use http::uri::{Authority, Scheme};
+
+/// Everything one gateway listener needs.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// MCP endpoints, matched byte-exactly against the request path.
+    pub routes: Vec<Route>,
+    pub limits: Limits,
+    pub origins: OriginPolicy,
+    pub hosts: HostPolicy,
+}
+
+/// One MCP endpoint of the gateway and the upstream server behind it.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Exact request path, such as `/mcp`.
+    pub path: String,
+    pub upstream: Upstream,
+}
+
+/// How the gateway reaches one upstream MCP server.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// Name used in logs, metrics and (later) policy rules.
+    pub name: String,
+    /// Full endpoint URL; requests always go here, whatever the client asked for.
+    pub url: Uri,
+    pub scheme: Scheme,
+    /// Sent as `Host` so upstreams with DNS-rebinding protection accept the gateway.
+    pub authority: Authority,
+    pub auth: UpstreamAuth,
+    /// Time allowed for the TCP connection to the upstream.
+    pub connect_timeout: Duration,
+    /// Time allowed until the upstream's response headers arrive.
+    pub response_timeout: Duration,
+    /// Largest non-streaming response body accepted from the upstream.
+    pub max_response_bytes: NonZeroUsize,
+}
+
+/// What happens to the client's `Authorization` header.
+#[derive(Debug, Clone)]
+pub enum UpstreamAuth {
+    /// Pass the client's credential through unchanged (drop-in URL swap).
+    Forward,
+    /// Drop the client's credential and send the gateway's own.
+    Replace(Secret),
+}
+
+/// A header value that never shows up in `Debug` output or logs.
+#[derive(Clone)]
+pub struct Secret(pub http::HeaderValue);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// Limits that bound what one client can make the gateway hold or do.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request body; larger ones get 413 before they are read.
+    pub max_body_bytes: NonZeroUsize,
+    /// Whole-body deadline, so a drip-fed body cannot hold a connection forever.
+    pub body_timeout: Duration,
+    /// Time allowed for a request's header block (slowloris guard).
+    pub header_read_timeout: Duration,
+    /// Most header fields in one request; more get 431.
+    pub max_headers: NonZeroUsize,
+    /// Largest request head (request line plus headers) in bytes; larger gets 431.
+    pub max_header_bytes: NonZeroUsize,
+    /// Deepest JSON nesting accepted in a request body.
+    pub max_json_depth: NonZeroUsize,
+    /// Largest single SSE event relayed from an upstream.
+    pub max_sse_event_bytes: NonZeroUsize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: nz(4 * 1024 * 1024),
+            body_timeout: Duration::from_secs(30),
+            header_read_timeout: Duration::from_secs(10),
+            max_headers: nz(100),
+            max_header_bytes: nz(64 * 1024),
+            max_json_depth: nz(64),
+            max_sse_event_bytes: nz(16 * 1024 * 1024),
+        }
+    }
+}
+
+fn nz(n: usize) -> NonZeroUsize {
+    NonZeroUsize::new(n).expect("limit defaults are non-zero")
+}
+
+/// Which browser origins may talk to the gateway. Requests without `Origin` (non-browser clients)
+/// are always allowed past this check.
+#[derive(Debug, Clone)]
+pub struct OriginPolicy {
+    pub allowed: Vec<HostPattern>,
+}
+
+/// Which `Host` values the gateway answers to. `None` allows any host: right for a gateway behind
+/// a load balancer; a loopback listener defaults to loopback names only (DNS-rebinding guard).
+#[derive(Debug, Clone)]
+pub struct HostPolicy {
+    pub allowed: Option<Vec<HostPattern>>,
+}
+
+/// A scheme-optional `host[:port]` pattern where the port may be `*`, such as
+/// `http://localhost:*` for origins or `gateway.internal:8080` for hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPattern {
+    pub scheme: Option<String>,
+    pub host: String,
+    pub port: PortPattern,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortPattern {
+    Any,
+    /// No port given: only the scheme's default (or none) matches.
+    Default,
+    Exact(u16),
+}
+
+impl HostPattern {
+    /// Parses `[scheme://]host[:port|:*]`. Host names are compared ASCII case-insensitively.
+    pub fn parse(pattern: &str) -> Result<Self, String> {
+        let (scheme, rest) = match pattern.split_once("://") {
+            Some((s, rest)) => (Some(s.to_ascii_lowercase()), rest),
+            None => (None, pattern),
+        };
+        if rest.is_empty() || rest.contains('/') {
+            return Err(format!(
+                "`{pattern}` is not of the form [scheme://]host[:port]"
+            ));
+        }
+        let (host, port) = split_host_port(rest)
+            .ok_or_else(|| format!("`{pattern}` is not of the form [scheme://]host[:port]"))?;
+        let port = match port {
+            None => PortPattern::Default,
+            Some("*") => PortPattern::Any,
+            Some(p) => PortPattern::Exact(
+                p.parse()
+                    .map_err(|_| format!("`{pattern}` has an invalid port"))?,
+            ),
+        };
+        Ok(Self {
+            scheme,
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// Loopback names on any port, the safe default for a gateway bound to loopback.
+    pub fn loopback(scheme: Option<&str>) -> Vec<Self> {
+        ["localhost", "127.0.0.1", "[::1]"]
+            .into_iter()
+            .map(|host| Self {
+                scheme: scheme.map(str::to_owned),
+                host: host.to_owned(),
+                port: PortPattern::Any,
+            })
+            .collect()
+    }
+
+    /// Does `value` (an `Origin` like `http://localhost:3000` or a `Host` like `localhost:8080`)
+    /// match this pattern?
+    pub fn matches(&self, value: &str) -> bool {
+        let (scheme, rest) = match value.split_once("://") {
+            Some((s, rest)) => (Some(s), rest),
+            None => (None, value),
+        };
+        if let Some(want) = &self.scheme {
+            match scheme {
+                Some(got) if got.eq_ignore_ascii_case(want) => {}
+                _ => return false,
+            }
+        }
+        let Some((host, port)) = split_host_port(rest) else {
+            return false;
+        };
+        if !host.eq_ignore_ascii_case(&self.host) {
+            return false;
+        }
+        match (&self.port, port) {
+            (PortPattern::Any, _) => true,
+            (PortPattern::Default, None) => true,
+            (PortPattern::Default, Some(_)) => false,
+            (PortPattern::Exact(want), Some(got)) => got.parse::<u16>().ok() == Some(*want),
+            (PortPattern::Exact(_), None) => false,
+        }
+    }
+}
+
+/// Splits `host[:port]`, keeping IPv6 brackets on the host.
+fn split_host_port(value: &str) -> Option<(&str, Option<&str>)> {
+    if value.starts_with('[') {
+        let end = value.find(']')?;
+        let (host, rest) = value.split_at(end + 1);
+        match rest {
+            "" => Some((host, None)),
+            _ => rest.strip_prefix(':').map(|p| (host, Some(p))),
+        }
+    } else {
+        match value.rsplit_once(':') {
+            Some((host, port)) if !host.contains(':') => Some((host, Some(port))),
+            Some(_) => None,
+            None => Some((value, None)),
+        }
+    }
+}
+
+/// Default host policy for a listener: loopback listeners answer only to loopback names.
+pub fn default_host_policy(listen: SocketAddr) -> HostPolicy {
+    if listen.ip().is_loopback() {
+        HostPolicy {
+            allowed: Some(HostPattern::loopback(None)),
+        }
+    } else {
+        HostPolicy { allowed: None }
+    }
+}
+
+/// Default origin policy: loopback pages only, over http or https.
+pub fn default_origin_policy() -> OriginPolicy {
+    let mut allowed = HostPattern::loopback(Some("http"));
+    allowed.extend(HostPattern::loopback(Some("https")));
+    OriginPolicy { allowed }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_origin_patterns_match_any_port_but_not_other_hosts() {
+        let policy = default_origin_policy();
+        let ok = |v: &str| policy.allowed.iter().any(|p| p.matches(v));
+        assert!(ok("http://localhost:3000"));
+        assert!(ok("http://127.0.0.1"));
+        assert!(ok("https://[::1]:8443"));
+        assert!(!ok("http://evil.example.com"));
+        assert!(!ok("http://localhost.evil.example:80"));
+        assert!(!ok("null"));
+        assert!(!ok("file://localhost"));
+    }
+
+    #[test]
+    fn exact_port_patterns_require_that_port() {
+        let p = HostPattern::parse("gateway.internal:8080").expect("valid");
+        assert!(p.matches("Gateway.Internal:8080"));
+        assert!(!p.matches("gateway.internal:8081"));
+        assert!(!p.matches("gateway.internal"));
+        let d = HostPattern::parse("gateway.internal").expect("valid");
+        assert!(d.matches("gateway.internal"));
+        assert!(!d.matches("gateway.internal:9"));
+    }
+
+    #[test]
+    fn malformed_patterns_are_refused() {
+        assert!(HostPattern::parse("http://a/b").is_err());
+        assert!(HostPattern::parse("a:port").is_err());
+        assert!(HostPattern::parse("").is_err());
+    }
+}

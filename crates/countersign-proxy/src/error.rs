@@ -1,0 +1,255 @@
+//! Everything that can stop a request, which side caused it, and how each one is answered.
+//!
+//! Mapping an error to an HTTP status and a JSON-RPC code is an exhaustive `match` with no `_`
+//! arm, so every new variant forces a decision.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use countersign_jsonrpc::message::{RequestId, error_response};
+use http::{HeaderValue, Response, StatusCode, header};
+
+use crate::body::ResponseBody;
+
+/// Who caused a failure; picks the status class and the metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Upstream,
+    Internal,
+}
+
+impl Side {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Client => "client",
+            Side::Upstream => "upstream",
+            Side::Internal => "internal",
+        }
+    }
+}
+
+/// JSON-RPC codes the gateway uses besides the standard -32700..-32603.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// Generic transport-level refusal, as the MCP SDKs answer HTTP-level problems.
+    pub const TRANSPORT: i64 = -32000;
+    /// MCP 2026-07-28 `HeaderMismatch`.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// MCP 2026-07-28 `UnsupportedProtocolVersion`.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("no MCP endpoint is served at this path")]
+    UnknownPath,
+    #[error("method {0} is not allowed on an MCP endpoint (use POST, GET or DELETE)")]
+    MethodNotAllowed(http::Method),
+    #[error("absolute-form request targets are refused; send origin-form (`POST /mcp`)")]
+    AbsoluteFormTarget,
+    #[error("query strings are not accepted on MCP endpoints")]
+    QueryNotAllowed,
+    #[error("request has no Host header")]
+    MissingHost,
+    #[error("request carries more than one {0} header")]
+    DuplicateHeader(&'static str),
+    #[error("header name `{0}` contains an underscore; such names are refused")]
+    UnderscoreHeader(String),
+    #[error("Host `{0}` is not served by this gateway")]
+    HostNotAllowed(String),
+    #[error("Origin `{0}` is not allowed")]
+    OriginNotAllowed(String),
+    #[error("protocol upgrades (WebSocket, h2c) are not supported on MCP endpoints")]
+    UpgradeRefused,
+    #[error(
+        "Transfer-Encoding is refused on requests; send the body with a Content-Length \
+         (this rules out request smuggling)"
+    )]
+    TransferEncodingRefused,
+    #[error("POST bodies must be application/json, got {0}")]
+    UnsupportedMediaType(String),
+    #[error("Content-Encoding `{0}` is refused; send the body uncompressed")]
+    UnsupportedContentEncoding(String),
+    #[error("request body exceeds the limit of {limit} bytes")]
+    BodyTooLarge { limit: usize },
+    #[error("request body was not received within {0:?}")]
+    BodyTimeout(Duration),
+    #[error("request body could not be read: {0}")]
+    BodyRead(#[source] hyper::Error),
+    #[error("{0}")]
+    Json(#[source] countersign_jsonrpc::Error),
+    #[error("JSON-RPC batches are not allowed on protocol revision {0}; send one message per POST")]
+    BatchNotAllowed(String),
+    #[error("method `{0}` is not an MCP method")]
+    UnknownMethod(String),
+    #[error("batch refused whole: {0}")]
+    InvalidBatch(Box<ProxyError>),
+    #[error("notification method `{0}` is not an MCP notification")]
+    UnknownNotification(String),
+    #[error("{0}")]
+    HeaderMismatch(String),
+    #[error("unsupported protocol version `{0}`")]
+    UnsupportedProtocolVersion(String),
+    #[error("upstream `{upstream}` is unreachable: {source}")]
+    UpstreamConnect {
+        upstream: String,
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
+    #[error("upstream `{upstream}` did not answer within {timeout:?}")]
+    UpstreamTimeout { upstream: String, timeout: Duration },
+    #[error("upstream `{upstream}` sent a response larger than {limit} bytes")]
+    UpstreamResponseTooLarge { upstream: String, limit: usize },
+    #[error("upstream `{upstream}` response body failed: {source}")]
+    UpstreamBody {
+        upstream: String,
+        #[source]
+        source: hyper::Error,
+    },
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ProxyError {
+    pub fn side(&self) -> Side {
+        match self {
+            ProxyError::UnknownPath
+            | ProxyError::MethodNotAllowed(_)
+            | ProxyError::AbsoluteFormTarget
+            | ProxyError::QueryNotAllowed
+            | ProxyError::MissingHost
+            | ProxyError::DuplicateHeader(_)
+            | ProxyError::UnderscoreHeader(_)
+            | ProxyError::HostNotAllowed(_)
+            | ProxyError::OriginNotAllowed(_)
+            | ProxyError::UpgradeRefused
+            | ProxyError::TransferEncodingRefused
+            | ProxyError::UnsupportedMediaType(_)
+            | ProxyError::UnsupportedContentEncoding(_)
+            | ProxyError::BodyTooLarge { .. }
+            | ProxyError::BodyTimeout(_)
+            | ProxyError::BodyRead(_)
+            | ProxyError::Json(_)
+            | ProxyError::BatchNotAllowed(_)
+            | ProxyError::UnknownMethod(_)
+            | ProxyError::InvalidBatch(_)
+            | ProxyError::UnknownNotification(_)
+            | ProxyError::HeaderMismatch(_)
+            | ProxyError::UnsupportedProtocolVersion(_) => Side::Client,
+            ProxyError::UpstreamConnect { .. }
+            | ProxyError::UpstreamTimeout { .. }
+            | ProxyError::UpstreamResponseTooLarge { .. }
+            | ProxyError::UpstreamBody { .. } => Side::Upstream,
+            ProxyError::Internal(_) => Side::Internal,
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ProxyError::UnknownPath => StatusCode::NOT_FOUND,
+            ProxyError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ProxyError::AbsoluteFormTarget
+            | ProxyError::QueryNotAllowed
+            | ProxyError::MissingHost
+            | ProxyError::DuplicateHeader(_)
+            | ProxyError::UnderscoreHeader(_)
+            | ProxyError::UpgradeRefused
+            | ProxyError::BodyRead(_)
+            | ProxyError::Json(_)
+            | ProxyError::BatchNotAllowed(_)
+            | ProxyError::InvalidBatch(_)
+            | ProxyError::UnknownNotification(_)
+            | ProxyError::HeaderMismatch(_)
+            | ProxyError::UnsupportedProtocolVersion(_) => StatusCode::BAD_REQUEST,
+            // A request on the JSON-RPC layer: the answer is a JSON-RPC error, so SDK clients
+            // surface "method not found" rather than an HTTP failure.
+            ProxyError::UnknownMethod(_) => StatusCode::OK,
+            ProxyError::HostNotAllowed(_) => StatusCode::MISDIRECTED_REQUEST,
+            ProxyError::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
+            ProxyError::TransferEncodingRefused => StatusCode::LENGTH_REQUIRED,
+            ProxyError::UnsupportedMediaType(_) | ProxyError::UnsupportedContentEncoding(_) => {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            }
+            ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ProxyError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ProxyError::UpstreamConnect { .. }
+            | ProxyError::UpstreamResponseTooLarge { .. }
+            | ProxyError::UpstreamBody { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn jsonrpc_code(&self) -> i64 {
+        match self {
+            ProxyError::Json(e) => i64::from(e.jsonrpc_code()),
+            ProxyError::BatchNotAllowed(_)
+            | ProxyError::InvalidBatch(_)
+            | ProxyError::UnknownNotification(_) => code::INVALID_REQUEST,
+            ProxyError::UnknownMethod(_) => code::METHOD_NOT_FOUND,
+            ProxyError::HeaderMismatch(_) => code::HEADER_MISMATCH,
+            ProxyError::UnsupportedProtocolVersion(_) => code::UNSUPPORTED_PROTOCOL_VERSION,
+            ProxyError::UnknownPath
+            | ProxyError::MethodNotAllowed(_)
+            | ProxyError::AbsoluteFormTarget
+            | ProxyError::QueryNotAllowed
+            | ProxyError::MissingHost
+            | ProxyError::DuplicateHeader(_)
+            | ProxyError::UnderscoreHeader(_)
+            | ProxyError::HostNotAllowed(_)
+            | ProxyError::OriginNotAllowed(_)
+            | ProxyError::UpgradeRefused
+            | ProxyError::TransferEncodingRefused
+            | ProxyError::UnsupportedMediaType(_)
+            | ProxyError::UnsupportedContentEncoding(_)
+            | ProxyError::BodyTooLarge { .. }
+            | ProxyError::BodyTimeout(_)
+            | ProxyError::BodyRead(_) => code::TRANSPORT,
+            ProxyError::UpstreamConnect { .. }
+            | ProxyError::UpstreamTimeout { .. }
+            | ProxyError::UpstreamResponseTooLarge { .. }
+            | ProxyError::UpstreamBody { .. }
+            | ProxyError::Internal(_) => code::INTERNAL_ERROR,
+        }
+    }
+
+    /// Short, bounded label for the `outcome` metric.
+    pub fn outcome(&self) -> &'static str {
+        match self.side() {
+            Side::Client => "refused",
+            Side::Upstream => "upstream_error",
+            Side::Internal => "internal_error",
+        }
+    }
+
+    /// The HTTP answer: a JSON-RPC error object, with the request's id when it is known.
+    pub fn into_response(self, id: Option<&RequestId>) -> Response<ResponseBody> {
+        let status = self.status();
+        let body = error_response(id, self.jsonrpc_code(), self.to_string(), None);
+        let mut response = Response::new(crate::body::full(Bytes::from(body)));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if matches!(self, ProxyError::MethodNotAllowed(_)) {
+            headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+        }
+        // A refused body may still be on the wire; closing is the only safe framing then.
+        if matches!(
+            self,
+            ProxyError::BodyTooLarge { .. }
+                | ProxyError::BodyTimeout(_)
+                | ProxyError::TransferEncodingRefused
+                | ProxyError::UpgradeRefused
+        ) {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
+    }
+}

@@ -1,0 +1,223 @@
+//! The upstream side: building the request the gateway sends, and turning the upstream's answer
+//! into the client's response.
+//!
+//! Upstream requests are built fresh: the URL comes from configuration, framing headers are
+//! computed, hop-by-hop and routing-spoof headers are never copied, `Host` names the upstream.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::body::{ResponseBody, full};
+use crate::config::{Upstream, UpstreamAuth};
+use crate::error::ProxyError;
+use crate::metrics::ProxyMetrics;
+use crate::sse::SseRelay;
+
+/// Connection-pooled HTTP client for one upstream.
+#[derive(Debug, Clone)]
+pub struct UpstreamClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl UpstreamClient {
+    pub fn new(upstream: &Upstream) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(upstream.connect_timeout));
+        connector.enforce_http(true);
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(256)
+            // The gateway sets Host itself, to the upstream authority.
+            .set_host(false)
+            .build(connector);
+        Self { client }
+    }
+}
+
+/// Request headers never copied upstream: hop-by-hop fields (RFC 9110 §7.6.1), framing the
+/// gateway recomputes, and headers that would let a client steer routing behind the gateway.
+fn is_not_forwarded(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host"
+            | "content-length"
+            | "transfer-encoding"
+            | "content-encoding"
+            | "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            // A foreign Origin makes SDK upstreams with DNS-rebinding protection answer 403; the
+            // gateway has already judged it.
+            | "origin"
+            | "x-forwarded-host"
+            | "x-original-url"
+            | "x-rewrite-url"
+            // Regenerated from the body for 2026-07-28 requests, meaningless otherwise.
+            | "mcp-method"
+            | "mcp-name"
+    )
+}
+
+/// Response headers never copied back to the client: hop-by-hop fields and framing.
+fn is_not_returned(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "content-length"
+            | "transfer-encoding"
+            | "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "upgrade"
+    )
+}
+
+/// Builds the upstream request for a client request whose (re-serialized) body is `body`.
+pub fn upstream_request(
+    upstream: &Upstream,
+    method: Method,
+    client_headers: &HeaderMap,
+    body: Bytes,
+    extra: &[(HeaderName, HeaderValue)],
+) -> Request<Full<Bytes>> {
+    let mut headers = HeaderMap::with_capacity(client_headers.len() + 4);
+    let listed_in_connection = connection_tokens(client_headers);
+    for (name, value) in client_headers {
+        if is_not_forwarded(name) || listed_in_connection.contains(name) {
+            continue;
+        }
+        if name == header::AUTHORIZATION && matches!(upstream.auth, UpstreamAuth::Replace(_)) {
+            continue;
+        }
+        headers.append(name.clone(), value.clone());
+    }
+    if let UpstreamAuth::Replace(secret) = &upstream.auth {
+        headers.insert(header::AUTHORIZATION, secret.0.clone());
+    }
+    headers.insert(
+        header::HOST,
+        HeaderValue::from_str(upstream.authority.as_str())
+            .expect("a parsed URI authority is a valid header value"),
+    );
+    if !body.is_empty() || method == Method::POST {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    for (name, value) in extra {
+        headers.insert(name.clone(), value.clone());
+    }
+    let mut request = Request::new(Full::new(body));
+    *request.method_mut() = method;
+    *request.uri_mut() = upstream.url.clone();
+    *request.headers_mut() = headers;
+    request
+}
+
+fn connection_tokens(headers: &HeaderMap) -> Vec<HeaderName> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|token| HeaderName::try_from(token.trim()).ok())
+        .collect()
+}
+
+/// Sends `request` upstream and relays the answer: SSE streamed event by event, everything else
+/// buffered up to the upstream's response limit.
+pub async fn relay(
+    upstream: &Upstream,
+    upstream_label: &'static str,
+    client: &UpstreamClient,
+    request: Request<Full<Bytes>>,
+    metrics: &ProxyMetrics,
+    max_sse_event_bytes: usize,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    let started = Instant::now();
+    let response = tokio::time::timeout(upstream.response_timeout, client.client.request(request))
+        .await
+        .map_err(|_| ProxyError::UpstreamTimeout {
+            upstream: upstream.name.clone(),
+            timeout: upstream.response_timeout,
+        })?
+        .map_err(|source| ProxyError::UpstreamConnect {
+            upstream: upstream.name.clone(),
+            source,
+        })?;
+    metrics.observe_upstream_latency(upstream_label, started.elapsed());
+
+    let (mut parts, body) = response.into_parts();
+    let listed_in_connection = connection_tokens(&parts.headers);
+    let returned: Vec<_> = parts
+        .headers
+        .keys()
+        .filter(|name| is_not_returned(name) || listed_in_connection.contains(name))
+        .cloned()
+        .collect();
+    for name in returned {
+        parts.headers.remove(name);
+    }
+
+    let body = if is_event_stream(&parts.headers) {
+        // Proxies in front of the gateway must not buffer the stream either.
+        parts.headers.insert(
+            HeaderName::from_static("x-accel-buffering"),
+            HeaderValue::from_static("no"),
+        );
+        let guard = metrics.stream_opened(upstream_label);
+        SseRelay::new(body, max_sse_event_bytes, guard).boxed_unsync()
+    } else {
+        full(buffer(upstream, body).await?)
+    };
+    Ok(Response::from_parts(parts, body))
+}
+
+async fn buffer(upstream: &Upstream, body: Incoming) -> Result<Bytes, ProxyError> {
+    let limit = upstream.max_response_bytes.get();
+    let collected = tokio::time::timeout(
+        upstream.response_timeout,
+        Limited::new(body, limit).collect(),
+    )
+    .await
+    .map_err(|_| ProxyError::UpstreamTimeout {
+        upstream: upstream.name.clone(),
+        timeout: upstream.response_timeout,
+    })?;
+    match collected {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) => match error.downcast::<hyper::Error>() {
+            Ok(source) => Err(ProxyError::UpstreamBody {
+                upstream: upstream.name.clone(),
+                source: *source,
+            }),
+            Err(_) => Err(ProxyError::UpstreamResponseTooLarge {
+                upstream: upstream.name.clone(),
+                limit,
+            }),
+        },
+    }
+}
+
+/// `text/event-stream` by media type, whatever parameters follow (Python adds a charset).
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("text/event-stream"))
+}

@@ -1,0 +1,27 @@
+//! HTTP hardening: the checks every request passes before its body is read.
+//!
+//! hyper is lenient in ways a security boundary must not be: it accepts absolute-form targets,
+//! missing and duplicate `Host`, duplicate equal `Content-Length`, underscore header names and
+//! `Upgrade` requests, and it resolves `Content-Length` + `Transfer-Encoding` silently. This layer
+//! refuses all of them, routes by exact path, and enforces the `Host` and `Origin` allowlists
+//! (DNS-rebinding protection). Refusals are HTTP responses carrying a JSON-RPC error, never
+//! errors of the service.
+//!
+//! ```ignore
+//! let service = tower::ServiceBuilder::new()
+//!     .layer(HardeningLayer::new(Arc::new(rules)))
+//!     .service(inner);
+//! ```
+//!
+//! A request that passes carries its [`RouteIndex`] in its extensions.
+
+mod future;
+mod layer;
+mod service;
+
+pub use future::ResponseFuture;
+pub use layer::HardeningLayer;
+pub use service::{Hardening, HardeningRules, RouteIndex};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{HeaderMap, Method, Request, Response, header};
+use tower::Service;
+use tracing::debug;
+
+use super::future::ResponseFuture;
+use crate::body::ResponseBody;
+use crate::config::{HostPolicy, OriginPolicy};
+use crate::error::ProxyError;
+use crate::metrics::ProxyMetrics;
+
+/// What the hardening layer needs to know: the exact paths it serves and the allowlists.
+#[derive(Debug)]
+pub struct HardeningRules {
+    /// Route paths with the upstream name used for metrics, in route order.
+    pub routes: Vec<(String, &'static str)>,
+    pub origins: OriginPolicy,
+    pub hosts: HostPolicy,
+    pub max_body_bytes: usize,
+    pub metrics: ProxyMetrics,
+}
+
+/// Index into the configured routes, attached to every request that passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteIndex(pub usize);
+
+/// Headers that must appear at most once: a second copy is how parser differentials start
+/// (one hop reads the first, another the last).
+const SINGLETON_HEADERS: &[(&str, &str)] = &[
+    ("host", "Host"),
+    ("content-length", "Content-Length"),
+    ("content-type", "Content-Type"),
+    ("content-encoding", "Content-Encoding"),
+    ("origin", "Origin"),
+    ("authorization", "Authorization"),
+    ("mcp-session-id", "Mcp-Session-Id"),
+    ("mcp-protocol-version", "MCP-Protocol-Version"),
+    ("mcp-method", "Mcp-Method"),
+    ("mcp-name", "Mcp-Name"),
+    ("last-event-id", "Last-Event-ID"),
+];
+
+/// Refuses malformed or unwanted requests before anything reads their body.
+#[derive(Debug, Clone)]
+pub struct Hardening<S> {
+    inner: S,
+    rules: Arc<HardeningRules>,
+}
+
+impl<S> Hardening<S> {
+    pub fn new(inner: S, rules: Arc<HardeningRules>) -> Self {
+        Self { inner, rules }
+    }
+}
+
+impl<S, B> Service<Request<B>> for Hardening<S>
+where
+    S: Service<Request<B>, Response = Response<ResponseBody>>,
+{
+    type Response = Response<ResponseBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        match self.rules.check(&request) {
+            Ok(route) => {
+                request.extensions_mut().insert(route);
+                ResponseFuture::Inner {
+                    future: self.inner.call(request),
+                }
+            }
+            Err((error, upstream)) => {
+                debug!(%error, method = %request.method(), path = %request.uri().path(), "refused request");
+                self.rules.metrics.record_request(
+                    upstream,
+                    request_method_label(request.method()),
+                    error.outcome(),
+                );
+                ResponseFuture::Refused {
+                    response: Some(error.into_response(None)),
+                }
+            }
+        }
+    }
+}
+
+fn request_method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::POST => "POST",
+        Method::GET => "GET",
+        Method::DELETE => "DELETE",
+        _ => "other",
+    }
+}
+
+impl HardeningRules {
+    /// Runs every check in the order a peer would notice them: framing first, then routing,
+    /// then who is asking, then what the body claims to be.
+    fn check<B>(&self, request: &Request<B>) -> Result<RouteIndex, (ProxyError, &'static str)> {
+        let unrouted = "none";
+        let uri = request.uri();
+        if uri.scheme().is_some() || uri.authority().is_some() {
+            return Err((ProxyError::AbsoluteFormTarget, unrouted));
+        }
+        let headers = request.headers();
+        check_framing(headers).map_err(|e| (e, unrouted))?;
+
+        let (index, upstream) = self
+            .routes
+            .iter()
+            .enumerate()
+            .find(|(_, (path, _))| path == uri.path())
+            .map(|(i, (_, upstream))| (i, *upstream))
+            .ok_or((ProxyError::UnknownPath, unrouted))?;
+        let refuse = |e| (e, upstream);
+        if uri.query().is_some() {
+            return Err(refuse(ProxyError::QueryNotAllowed));
+        }
+        let method = request.method();
+        if !matches!(*method, Method::POST | Method::GET | Method::DELETE) {
+            return Err(refuse(ProxyError::MethodNotAllowed(method.clone())));
+        }
+
+        // Origin before Host: the spec makes 403 on a foreign Origin a MUST, and a rebinding
+        // attacker controls Host anyway.
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("<non-ASCII>");
+            if !self.origins.allowed.iter().any(|p| p.matches(origin)) {
+                return Err(refuse(ProxyError::OriginNotAllowed(origin.to_owned())));
+            }
+        }
+        if let Some(allowed) = &self.hosts.allowed {
+            let host = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default();
+            if !allowed.iter().any(|p| p.matches(host)) {
+                return Err(refuse(ProxyError::HostNotAllowed(host.to_owned())));
+            }
+        }
+
+        if method == Method::POST {
+            check_post_body_headers(headers, self.max_body_bytes).map_err(refuse)?;
+        }
+        Ok(RouteIndex(index))
+    }
+}
+
+fn check_framing(headers: &HeaderMap) -> Result<(), ProxyError> {
+    for (lower, display) in SINGLETON_HEADERS {
+        if headers.get_all(*lower).iter().nth(1).is_some() {
+            return Err(ProxyError::DuplicateHeader(display));
+        }
+    }
+    if !headers.contains_key(header::HOST) {
+        return Err(ProxyError::MissingHost);
+    }
+    if let Some(name) = headers.keys().find(|name| name.as_str().contains('_')) {
+        return Err(ProxyError::UnderscoreHeader(name.as_str().to_owned()));
+    }
+    let connection_upgrade = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+    if headers.contains_key(header::UPGRADE) || connection_upgrade {
+        return Err(ProxyError::UpgradeRefused);
+    }
+    // hyper drops Content-Length when Transfer-Encoding is present, so CL+TE cannot be told
+    // apart from plain chunked here. MCP clients always send Content-Length, so refusing every
+    // Transfer-Encoding closes the whole smuggling class at no cost to them.
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        return Err(ProxyError::TransferEncodingRefused);
+    }
+    Ok(())
+}
+
+fn check_post_body_headers(headers: &HeaderMap, max_body_bytes: usize) -> Result<(), ProxyError> {
+    if let Some(encoding) = headers.get(header::CONTENT_ENCODING) {
+        let encoding = encoding.to_str().unwrap_or("<non-ASCII>");
+        if !encoding.trim().eq_ignore_ascii_case("identity") {
+            return Err(ProxyError::UnsupportedContentEncoding(encoding.to_owned()));
+        }
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("<non-ASCII>"))
+        .unwrap_or("no Content-Type");
+    if !is_json_utf8(content_type) {
+        return Err(ProxyError::UnsupportedMediaType(content_type.to_owned()));
+    }
+    if let Some(length) = headers.get(header::CONTENT_LENGTH) {
+        let length: u64 = length
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| {
+                ProxyError::Internal("hyper accepted an invalid Content-Length".into())
+            })?;
+        if length > max_body_bytes as u64 {
+            return Err(ProxyError::BodyTooLarge {
+                limit: max_body_bytes,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `application/json`, matched case-insensitively, with no parameter but an optional
+/// `charset=utf-8`.
+pub(crate) fn is_json_utf8(content_type: &str) -> bool {
+    let mut parts = content_type.split(';');
+    let essence = parts.next().unwrap_or_default().trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return false;
+    }
+    parts.all(|param| {
+        let Some((name, value)) = param.split_once('=') else {
+            return false;
+        };
+        let value = value.trim().trim_matches('"');
+        name.trim().eq_ignore_ascii_case("charset") && value.eq_ignore_ascii_case("utf-8")
+    })
+}

@@ -1,0 +1,154 @@
+//! Prometheus metrics of the request path. Label values are `&'static str` so recording a request
+//! never allocates.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Upstream name of the route.
+    pub upstream: &'static str,
+    /// JSON-RPC method for POSTs (`other` for anything unknown), or `GET` / `DELETE`.
+    pub method: &'static str,
+    /// `forwarded`, `refused`, `upstream_error` or `internal_error`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamLabels {
+    pub upstream: &'static str,
+}
+
+/// Handles to every metric the proxy records; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ProxyMetrics {
+    requests: Family<RequestLabels, Counter>,
+    upstream_latency: Family<UpstreamLabels, Histogram>,
+    open_streams: Family<UpstreamLabels, Gauge>,
+}
+
+impl ProxyMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "countersign_requests",
+            "Requests on MCP endpoints by upstream, method and outcome",
+            requests.clone(),
+        );
+        let upstream_latency = Family::<UpstreamLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "countersign_upstream_response_seconds",
+            "Time from sending a request upstream to its response headers",
+            upstream_latency.clone(),
+        );
+        let open_streams = Family::<UpstreamLabels, Gauge>::default();
+        registry.register(
+            "countersign_open_streams",
+            "Server-Sent Event streams currently relayed to clients",
+            open_streams.clone(),
+        );
+        Self {
+            requests,
+            upstream_latency,
+            open_streams,
+        }
+    }
+
+    /// Metrics that go nowhere, for tests and tools that do not expose `/metrics`.
+    pub fn unregistered() -> Self {
+        Self::register(&mut Registry::default())
+    }
+
+    pub fn record_request(
+        &self,
+        upstream: &'static str,
+        method: &'static str,
+        outcome: &'static str,
+    ) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                upstream,
+                method,
+                outcome,
+            })
+            .inc();
+    }
+
+    pub fn observe_upstream_latency(&self, upstream: &'static str, elapsed: Duration) {
+        self.upstream_latency
+            .get_or_create(&UpstreamLabels { upstream })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a stream as open until the returned guard is dropped.
+    pub fn stream_opened(&self, upstream: &'static str) -> StreamGuard {
+        let gauge = self
+            .open_streams
+            .get_or_create_owned(&UpstreamLabels { upstream });
+        gauge.inc();
+        StreamGuard { gauge }
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    // 100 µs .. ~100 s: loopback sidecars and slow tools alike.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 21))
+}
+
+/// Decrements the open-streams gauge when the relayed stream ends, however it ends.
+#[derive(Debug)]
+pub struct StreamGuard {
+    gauge: Gauge,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// Bounded metric label for a JSON-RPC method name.
+pub fn method_label(method: &str) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+        "server/discover",
+        "subscriptions/listen",
+        "tasks/get",
+        "tasks/list",
+        "tasks/result",
+        "tasks/cancel",
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    ];
+    KNOWN
+        .iter()
+        .copied()
+        .find(|known| *known == method)
+        .unwrap_or("other")
+}
+
+/// Shared so the app can hand one registry to the admin listener.
+pub type SharedRegistry = Arc<Registry>;

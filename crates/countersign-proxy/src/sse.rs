@@ -1,0 +1,111 @@
+//! Relays an upstream Server-Sent Events stream to the client event by event.
+//!
+//! Each complete upstream event is decoded and re-encoded as soon as it arrives, so nothing is
+//! buffered past an event boundary, and `id:`, `event:`, `retry:`, comments and empty priming
+//! events pass intact. Decoding here (rather than copying bytes) is what later lets the gateway
+//! inspect server messages and inject its own events between them.
+
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use countersign_jsonrpc::sse::SseDecoder;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tracing::debug;
+
+use crate::body::BoxError;
+use crate::metrics::StreamGuard;
+
+pin_project! {
+    /// Response body that relays an upstream SSE body one event at a time.
+    pub struct SseRelay<B> {
+        #[pin]
+        upstream: B,
+        decoder: SseDecoder,
+        upstream_done: bool,
+        // Held for the lifetime of the stream so the open-streams gauge stays right.
+        _guard: StreamGuard,
+    }
+}
+
+impl<B> std::fmt::Debug for SseRelay<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SseRelay")
+            .field("upstream_done", &self.upstream_done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B> SseRelay<B> {
+    pub fn new(upstream: B, max_event_bytes: usize, guard: StreamGuard) -> Self {
+        Self {
+            upstream,
+            decoder: SseDecoder::new(max_event_bytes),
+            upstream_done: false,
+            _guard: guard,
+        }
+    }
+}
+
+impl<B> Body for SseRelay<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let mut this = self.project();
+        loop {
+            // Drain every event already complete into one frame: one write per upstream chunk.
+            let mut out = Vec::new();
+            loop {
+                match this.decoder.next_event() {
+                    Ok(Some(event)) => event.encode(&mut out),
+                    Ok(None) => break,
+                    Err(error) => return Poll::Ready(Some(Err(Box::new(error)))),
+                }
+            }
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+            }
+            if *this.upstream_done {
+                return Poll::Ready(None);
+            }
+            match ready!(this.upstream.as_mut().poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        this.decoder.push(&data);
+                    }
+                }
+                Some(Err(error)) => {
+                    let error: BoxError = error.into();
+                    debug!(%error, "upstream SSE stream failed");
+                    return Poll::Ready(Some(Err(error)));
+                }
+                None => {
+                    *this.upstream_done = true;
+                    let mut out = Vec::new();
+                    match this.decoder.finish() {
+                        Ok(Some(event)) => event.encode(&mut out),
+                        Ok(None) => {}
+                        Err(error) => return Poll::Ready(Some(Err(Box::new(error)))),
+                    }
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}

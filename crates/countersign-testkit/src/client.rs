@@ -1,0 +1,95 @@
+//! A plain hyper client for tests that speak well-formed HTTP to the gateway.
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// A response with its body read to the end.
+#[derive(Debug)]
+pub struct Collected {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Collected {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Sends requests and returns responses, streaming or collected.
+#[derive(Debug, Clone)]
+pub struct TestClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Default for TestClient {
+    fn default() -> Self {
+        Self {
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+}
+
+impl TestClient {
+    /// Sends a request and returns the response with its body still streaming.
+    pub async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> http::Response<Incoming> {
+        let mut request = Request::new(Full::new(body.into()));
+        *request.method_mut() = method;
+        *request.uri_mut() = url.parse().expect("valid URL");
+        for (name, value) in headers {
+            request.headers_mut().append(
+                http::HeaderName::try_from(*name).expect("valid header name"),
+                http::HeaderValue::try_from(*value).expect("valid header value"),
+            );
+        }
+        self.client
+            .request(request)
+            .await
+            .expect("request reaches the gateway")
+    }
+
+    /// POSTs a JSON body with the headers MCP clients send, plus `headers`.
+    pub async fn post_json(&self, url: &str, headers: &[(&str, &str)], body: &str) -> Collected {
+        let mut all = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        all.extend_from_slice(headers);
+        collect(self.send(Method::POST, url, &all, body.to_owned()).await).await
+    }
+}
+
+pub async fn collect(response: http::Response<Incoming>) -> Collected {
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.expect("response body").to_bytes();
+    Collected {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
