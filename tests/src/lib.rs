@@ -1,1 +1,211 @@
-//! End-to-end tests: the real binary against real MCP peers.
+//! End-to-end harness: the real `countersign` binary, real MCP SDK peers and the official
+//! conformance suite, each started on free loopback ports and stopped on drop.
+//!
+//! The peers are installed by `scripts/install-test-tools.sh` (run by `scripts/test.sh`), which
+//! exports where they are through `.tools/env.sh`. A missing tool is a failure with a clear
+//! message, never a silent skip.
+
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use countersign_testkit::free_port;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+
+/// How long a peer may take to print `READY` (Python start-up on a loaded 2-core CI box).
+const READY_WAIT: Duration = Duration::from_secs(60);
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// An environment variable the test tools installer sets; panics with how to get it.
+pub fn tool_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: run the tests with `scripts/test.sh` (it installs the MCP peers \
+             and exports their paths), or `source .tools/env.sh` after running \
+             scripts/install-test-tools.sh"
+        )
+    })
+}
+
+/// The `countersign` binary of this build. `scripts/test.sh` builds it before the tests run.
+pub fn countersign_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("COUNTERSIGN_BIN") {
+        return PathBuf::from(path);
+    }
+    // target/<profile>/deps/<test> -> target/<profile>/countersign
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in target/<profile>/deps");
+    let binary = profile_dir.join("countersign");
+    assert!(
+        binary.exists(),
+        "{} does not exist: build it first with `cargo build --bin countersign` (scripts/test.sh does)",
+        binary.display()
+    );
+    binary
+}
+
+/// A child process killed when dropped.
+#[derive(Debug)]
+pub struct Process {
+    pub name: String,
+    child: Child,
+}
+
+impl Process {
+    /// Starts `command` and waits until it prints a line equal to `READY` on stdout.
+    pub async fn start_until_ready(name: &str, mut command: Command) -> Self {
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        wait_for_line(name, stdout, "READY").await;
+        Self {
+            name: name.to_owned(),
+            child,
+        }
+    }
+
+    /// Starts `command` and waits until `port` accepts connections.
+    pub async fn start_until_listening(name: &str, mut command: Command, port: u16) -> Self {
+        command
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let deadline = tokio::time::Instant::now() + READY_WAIT;
+        loop {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return Self {
+                    name: name.to_owned(),
+                    child,
+                };
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{name} exited with {status} before listening on port {port}");
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name} did not listen on port {port}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+}
+
+async fn wait_for_line(name: &str, stdout: impl AsyncRead + Unpin + Send + 'static, wanted: &str) {
+    let mut lines = BufReader::new(stdout).lines();
+    let found = tokio::time::timeout(READY_WAIT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.trim() == wanted {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(matches!(found, Ok(true)), "{name} never printed {wanted}");
+    // Keep draining so the peer never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+}
+
+/// The real gateway binary in front of `upstream_url`, on a free port, admin off.
+pub async fn start_gateway(upstream_url: &str, extra_args: &[&str]) -> (Process, String) {
+    let port = free_port();
+    let mut command = Command::new(countersign_binary());
+    command
+        .args([
+            "serve",
+            "--upstream",
+            upstream_url,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--admin",
+            "off",
+        ])
+        .args(extra_args)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        );
+    let process = Process::start_until_listening("countersign", command, port).await;
+    (process, format!("http://localhost:{port}/mcp"))
+}
+
+/// The TypeScript conformance upstream on a free port.
+pub async fn start_conformance_upstream() -> (Process, String) {
+    let port = free_port();
+    let mut command = Command::new(tool_env("COUNTERSIGN_NODE"));
+    command
+        .arg(peers_dir().join("node/conformance-upstream.mjs"))
+        .args(["--port", &port.to_string()])
+        .env(
+            "COUNTERSIGN_NODE_MODULES",
+            tool_env("COUNTERSIGN_NODE_MODULES"),
+        );
+    let process = Process::start_until_ready("conformance upstream", command).await;
+    (process, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// The Python SDK upstream (`tests/peers/python/upstream.py`) on a free port.
+pub async fn start_python_upstream() -> (Process, String) {
+    let port = free_port();
+    let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
+    command
+        .arg(peers_dir().join("python/upstream.py"))
+        .args(["--port", &port.to_string()]);
+    let process = Process::start_until_ready("python upstream", command).await;
+    (process, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+pub fn peers_dir() -> PathBuf {
+    std::env::var("COUNTERSIGN_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("tests/peers"))
+}
+
+/// Runs a command to completion with a deadline; returns (exit success, stdout, stderr).
+pub async fn run_to_completion(
+    name: &str,
+    mut command: Command,
+    deadline: Duration,
+) -> (bool, String, String) {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(deadline, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("{name} did not finish within {deadline:?}"))
+        .unwrap_or_else(|e| panic!("running {name}: {e}"));
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
