@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""A real MCP client for countersign's end-to-end tests (Python SDK v2, `mcp==2.3.0`).
+
+Runs a scripted conversation against an MCP server (the notes upstream in
+upstream.py, directly or through the gateway) and prints one JSON document on
+stdout: a normalized transcript with every volatile value (session ids, request
+ids, request state, timings) left out, so that running it directly against the
+upstream and through a gateway can be compared byte for byte.
+
+Usage:
+  client.py --url URL --mode legacy|2026-07-28|auto --script session
+  client.py --url URL --mode MODE --script call --tool NAME [--args JSON]
+  options: --elicit accept|decline|cancel (default accept)
+
+Modes: `legacy` runs the initialize handshake (a 2025-11-25 session with
+Mcp-Session-Id, GET stream and a DELETE at the end); `2026-07-28` adopts the
+stateless revision directly, without a probe; `auto` probes `server/discover`
+and falls back to initialize, and the transcript records which era won.
+
+Exit status: 0 when the script ran to the end (tool errors and JSON-RPC errors
+of single calls are part of the transcript), 1 when the client could not talk
+to the server at all, 2 on bad usage. Diagnostics go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+try:
+    import httpx2
+    import mcp_types as types
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+except ImportError as exc:  # pragma: no cover - environment problem, say so plainly
+    sys.stderr.write(
+        f"client.py: cannot import the MCP Python SDK ({exc}); "
+        "run scripts/install-test-tools.sh and use .tools/venv/bin/python\n"
+    )
+    sys.exit(2)
+
+PEER = "python-mcp"
+CLIENT_INFO = types.Implementation(name="countersign-e2e-python", version="1.0.0")
+# Unsolicited notifications (GET stream) are awaited this long after a call that should cause one.
+NOTIFICATION_WAIT_SECONDS = 5.0
+CALL_TIMEOUT_SECONDS = 120.0
+
+
+def normalize(value: Any) -> Any:
+    """JSON-ready value with integral floats written as integers (1.0 -> 1), as JavaScript does."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: normalize(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [normalize(v) for v in value]
+    return value
+
+
+def dump(model: Any) -> Any:
+    return normalize(model.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+class Recorder:
+    """Collects what the server sent besides responses: progress, logs, elicitations, notifications."""
+
+    def __init__(self, elicit_action: str) -> None:
+        self.elicit_action = elicit_action
+        self.progress: list[dict[str, Any]] = []
+        self.logs: list[dict[str, Any]] = []
+        self.elicitations: list[dict[str, Any]] = []
+        self.unsolicited: list[str] = []
+        self.unsolicited_changed = asyncio.Event()
+        self.get_stream_status: int | None = None
+        self.get_stream_seen = asyncio.Event()
+        self.delete_status: int | None = None
+
+    def take_step_events(self) -> dict[str, Any]:
+        events: dict[str, Any] = {}
+        if self.progress:
+            events["progress"] = self.progress
+        if self.logs:
+            events["logs"] = self.logs
+        if self.elicitations:
+            events["elicitations"] = self.elicitations
+        self.progress, self.logs, self.elicitations = [], [], []
+        return events
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        entry: dict[str, Any] = {"progress": progress}
+        if total is not None:
+            entry["total"] = total
+        if message is not None:
+            entry["message"] = message
+        self.progress.append(normalize(entry))
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        entry: dict[str, Any] = {"level": params.level, "data": normalize(params.data)}
+        if params.logger is not None:
+            entry["logger"] = params.logger
+        self.logs.append(entry)
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            sys.stderr.write(f"client.py: transport reported: {message!r}\n")
+            return
+        method = getattr(message, "method", None)
+        if method in (None, "notifications/progress", "notifications/message"):
+            return
+        self.unsolicited.append(method)
+        self.unsolicited_changed.set()
+
+    async def on_elicit(self, _context: Any, params: Any) -> types.ElicitResult:
+        mode = getattr(params, "mode", "form") or "form"
+        seen: dict[str, Any] = {"mode": mode, "message": params.message, "action": self.elicit_action}
+        schema = getattr(params, "requested_schema", None)
+        content: dict[str, Any] = {}
+        if schema is not None:
+            schema_dict = schema if isinstance(schema, dict) else dump(schema)
+            properties = schema_dict.get("properties", {})
+            seen["fields"] = sorted(properties)
+            content = {name: affirmative_value(prop) for name, prop in properties.items()}
+        self.elicitations.append(seen)
+        if self.elicit_action != "accept":
+            return types.ElicitResult(action=self.elicit_action)
+        return types.ElicitResult(action="accept", content=content if mode == "form" else None)
+
+    async def on_http_response(self, response: httpx2.Response) -> None:
+        method = response.request.method
+        if method == "GET":
+            self.get_stream_status = response.status_code
+            self.get_stream_seen.set()
+        elif method == "DELETE":
+            self.delete_status = response.status_code
+
+
+def affirmative_value(prop: dict[str, Any]) -> Any:
+    """The answer a consenting user gives to one form field: tick booleans, take defaults."""
+    kind = prop.get("type")
+    if kind == "boolean":
+        return True
+    if "default" in prop:
+        return prop["default"]
+    if kind == "string":
+        if prop.get("enum"):
+            return prop["enum"][0]
+        if prop.get("oneOf"):
+            return prop["oneOf"][0].get("const")
+        return "yes"
+    if kind in ("number", "integer"):
+        return prop.get("minimum", 1)
+    if kind == "array":
+        return []
+    return None
+
+
+def tool_summary(tool: types.Tool) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "annotations": dump(tool.annotations) if tool.annotations is not None else None,
+        "outputSchema": tool.output_schema is not None,
+    }
+
+
+def result_summary(result: types.CallToolResult) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        "content": [dump(block) for block in result.content],
+        "isError": bool(result.is_error),
+    }
+    if result.structured_content is not None:
+        summary["structuredContent"] = normalize(result.structured_content)
+    if result.meta:
+        summary["_meta"] = normalize(result.meta)
+    return summary
+
+
+class Session:
+    def __init__(self, client: Client, recorder: Recorder, modern: bool) -> None:
+        self.client = client
+        self.recorder = recorder
+        self.modern = modern
+        self.steps: list[dict[str, Any]] = []
+        self.expected_unsolicited = 0
+
+    def announces_changes(self) -> bool:
+        """Whether a successful write should produce a resources/list_changed on the GET stream."""
+        if self.modern or self.recorder.get_stream_status != 200:
+            return False
+        resources = self.client.server_capabilities.resources
+        return bool(resources and resources.list_changed)
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        tools = (await self.client.list_tools()).tools
+        return sorted((tool_summary(t) for t in tools), key=lambda t: t["name"])
+
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        announces: bool = False,
+        progress: bool = False,
+    ) -> dict[str, Any] | None:
+        step: dict[str, Any] = {"call": name, "arguments": arguments}
+        callback = self.recorder.on_progress if progress else None
+        try:
+            result = await self.client.call_tool(
+                name, arguments, read_timeout_seconds=CALL_TIMEOUT_SECONDS, progress_callback=callback
+            )
+        except MCPError as exc:
+            step["error"] = {"code": exc.error.code, "message": exc.error.message}
+            result = None
+        else:
+            step["result"] = result_summary(result)
+        step.update(self.recorder.take_step_events())
+        self.steps.append(step)
+        if announces and result is not None and not result.is_error and self.announces_changes():
+            self.expected_unsolicited += 1
+            await self.await_unsolicited()
+        return step.get("result")
+
+    async def await_unsolicited(self) -> None:
+        deadline = time.monotonic() + NOTIFICATION_WAIT_SECONDS
+        while len(self.recorder.unsolicited) < self.expected_unsolicited:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                sys.stderr.write("client.py: an expected notification did not arrive on the GET stream\n")
+                return
+            self.recorder.unsolicited_changed.clear()
+            try:
+                await asyncio.wait_for(self.recorder.unsolicited_changed.wait(), remaining)
+            except TimeoutError:
+                pass
+
+
+async def script_session(session: Session, _args: argparse.Namespace) -> None:
+    await session.call("list_notes", {})
+    await session.call("add_note", {"name": "groceries", "text": "milk, eggs"}, announces=True)
+    await session.call("get_note", {"name": "groceries"})
+    await session.call("get_note", {"name": "missing"})
+    await session.call("slow_count", {"n": 5}, progress=True)
+    await session.call("confirm_delete", {"name": "groceries"}, announces=True)
+    await session.call("list_notes", {})
+    await session.call("audit_log", {})
+
+
+async def script_call(session: Session, args: argparse.Namespace) -> None:
+    await session.call(args.tool, args.call_arguments, progress=True)
+
+
+SCRIPTS: dict[str, Callable[[Session, argparse.Namespace], Awaitable[None]]] = {
+    "session": script_session,
+    "call": script_call,
+}
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    recorder = Recorder(args.elicit)
+    http_client = httpx2.AsyncClient(
+        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        event_hooks={"response": [recorder.on_http_response]},
+    )
+    transport = streamable_http_client(args.url, http_client=http_client, terminate_on_close=True)
+    client = Client(
+        transport,
+        mode=args.mode,
+        client_info=CLIENT_INFO,
+        elicitation_callback=recorder.on_elicit,
+        logging_callback=recorder.on_log,
+        log_level="info",  # 2026-07-28 servers only send log messages to requests that opt in
+        message_handler=recorder.on_message,
+        read_timeout_seconds=CALL_TIMEOUT_SECONDS,
+        cache=None,  # every list must reach the server, never a client-side cache
+    )
+    transcript: dict[str, Any] = {"peer": PEER, "mode": args.mode, "script": args.script}
+    async with http_client:
+        async with client:
+            modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            transcript["protocolVersion"] = client.protocol_version
+            if not modern:
+                # The SDK opens the GET stream right after `initialized`; wait for its answer so
+                # notifications sent from then on are not dropped for lack of a stream.
+                try:
+                    await asyncio.wait_for(recorder.get_stream_seen.wait(), NOTIFICATION_WAIT_SECONDS)
+                except TimeoutError:
+                    sys.stderr.write("client.py: the GET stream was not answered\n")
+            session = Session(client, recorder, modern)
+            transcript["tools"] = await session.list_tools()
+            await SCRIPTS[args.script](session, args)
+            transcript["steps"] = session.steps
+            # Read last: a 2026-07-28 connection learns serverInfo from the results' `_meta`.
+            transcript["serverName"] = client.server_info.name if client.server_info else None
+            if args.script == "session":
+                # Only the session script waits for them, so only there is the list deterministic.
+                transcript["unsolicitedNotifications"] = sorted(recorder.unsolicited)
+        # Leaving the client context sends DELETE for a legacy session (terminate_on_close).
+    transcript["getStream"] = recorder.get_stream_status
+    transcript["sessionDelete"] = recorder.delete_status
+    return transcript
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Scripted MCP client (Python SDK v2) printing a JSON transcript.")
+    parser.add_argument("--url", required=True, help="MCP endpoint, e.g. http://127.0.0.1:8080/mcp")
+    parser.add_argument("--mode", required=True, choices=["legacy", *MODERN_PROTOCOL_VERSIONS, "auto"])
+    parser.add_argument("--script", required=True, choices=sorted(SCRIPTS))
+    parser.add_argument("--tool", help="tool name for --script call")
+    parser.add_argument("--args", default="{}", help="JSON object of arguments for --script call")
+    parser.add_argument("--elicit", default="accept", choices=["accept", "decline", "cancel"])
+    args = parser.parse_args()
+    if args.script == "call" and not args.tool:
+        parser.error("--script call needs --tool NAME")
+    try:
+        args.call_arguments = json.loads(args.args)
+    except json.JSONDecodeError as exc:
+        parser.error(f"--args is not JSON: {exc}")
+    if not isinstance(args.call_arguments, dict):
+        parser.error("--args must be a JSON object")
+    try:
+        transcript = asyncio.run(run(args))
+    except KeyboardInterrupt:
+        return 130
+    except BaseException as exc:  # noqa: BLE001 - report any failure to talk to the server
+        sys.stderr.write(f"client.py: session against {args.url} failed: {describe(exc)}\n")
+        return 1
+    sys.stdout.write(json.dumps(transcript, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return 0
+
+
+def describe(exc: BaseException) -> str:
+    """Flatten exception groups (anyio task groups) into one readable line."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe(e) for e in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return f"JSON-RPC error {exc.error.code}: {exc.error.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
