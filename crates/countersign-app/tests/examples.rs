@@ -10,7 +10,12 @@ fn every_example_config_validates() {
         let path = entry.expect("dir entry").path();
         if path.extension().is_some_and(|e| e == "yaml") {
             let config = RawConfig::load(&path).and_then(RawConfig::validate);
-            assert!(config.is_ok(), "{}: {:#}", path.display(), config.expect_err("checked"));
+            assert!(
+                config.is_ok(),
+                "{}: {:#}",
+                path.display(),
+                config.expect_err("checked")
+            );
             checked += 1;
         }
     }
