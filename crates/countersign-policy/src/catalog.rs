@@ -1,0 +1,486 @@
+//! The pinned tool catalog: what each upstream's tools looked like when the gateway first
+//! trusted them, and how far they have drifted since.
+//!
+//! Pure data: the proxy fetches `tools/list` (all pages), feeds the complete listing to
+//! [`Catalog::observe`] and keeps the catalog behind an `RwLock` or swaps cloned snapshots.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+use crate::model::{Risk, is_valid_tool_name};
+
+/// The fields of a tool that make up its pinned definition. `_meta`, `icons` and other
+/// presentation or transport details are left out so they can change without a re-review.
+const DEFINITION_FIELDS: [&str; 6] = [
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+];
+
+/// A tool's behaviour hints as received. `None` means absent or not a boolean; the spec
+/// defaults apply then (`readOnlyHint` false, `destructiveHint` true, `idempotentHint`
+/// false, `openWorldHint` true).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ToolAnnotations {
+    /// `readOnlyHint`.
+    pub read_only: Option<bool>,
+    /// `destructiveHint`.
+    pub destructive: Option<bool>,
+    /// `idempotentHint`.
+    pub idempotent: Option<bool>,
+    /// `openWorldHint`.
+    pub open_world: Option<bool>,
+}
+
+impl ToolAnnotations {
+    /// Reads the hints from a tool's `annotations` value. A hint of the wrong type (say
+    /// `"true"`) counts as absent, so it falls back to the risky spec default.
+    pub fn from_value(annotations: Option<&Value>) -> ToolAnnotations {
+        let hint = |key: &str| {
+            annotations
+                .and_then(|a| a.get(key))
+                .and_then(Value::as_bool)
+        };
+        ToolAnnotations {
+            read_only: hint("readOnlyHint"),
+            destructive: hint("destructiveHint"),
+            idempotent: hint("idempotentHint"),
+            open_world: hint("openWorldHint"),
+        }
+    }
+
+    /// The risk these hints claim: `readOnlyHint: true` → read; else `destructiveHint`
+    /// (default true) → destructive; else write. Missing annotations are destructive.
+    pub fn risk(&self) -> Risk {
+        if self.read_only == Some(true) {
+            Risk::Read
+        } else if self.destructive.unwrap_or(true) {
+            Risk::Destructive
+        } else {
+            Risk::Write
+        }
+    }
+}
+
+/// Where a pinned tool stands relative to the upstream's latest complete listing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PinStatus {
+    /// Listed, and the definition is the one that was pinned.
+    Pinned,
+    /// Listed, but the definition differs from the pinned one; awaiting an operator re-pin.
+    /// Its risk may have risen, never fallen.
+    Changed,
+    /// Missing from the latest listing. Calls to it are classified `unknown`.
+    Removed,
+    /// Listed under an invalid name, more than once, or under a name that differs from
+    /// another listed tool's only by case. Pinned at `unknown` until an operator re-pins
+    /// once the listing is clean.
+    Suspicious,
+}
+
+/// One tool as the gateway pinned it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PinnedTool {
+    /// The exact tool name.
+    pub name: String,
+    /// The latest listed definition: `name`, `title`, `description`, `inputSchema`,
+    /// `outputSchema`, `annotations`, as received (the ones present).
+    pub definition: Value,
+    /// [`definition_hash`] of `definition`.
+    pub definition_hash: String,
+    /// The hash of the definition an operator accepted (first sight or last re-pin).
+    pub pinned_hash: String,
+    /// Hints parsed from `definition`.
+    pub annotations: ToolAnnotations,
+    /// The risk `definition` alone implies ([`ToolAnnotations::risk`], or unknown while
+    /// suspicious).
+    pub computed_risk: Risk,
+    /// The risk calls are classified at: never below what was pinned, raised at once when
+    /// the definition claims more.
+    pub pinned_risk: Risk,
+    /// See [`PinStatus`].
+    pub status: PinStatus,
+}
+
+impl PinnedTool {
+    /// The risk classification should start from: `unknown` for a removed tool (the
+    /// upstream no longer vouches for it), else the pinned risk.
+    pub fn effective_risk(&self) -> Risk {
+        match self.status {
+            PinStatus::Removed => Risk::Unknown,
+            PinStatus::Pinned | PinStatus::Changed | PinStatus::Suspicious => self.pinned_risk,
+        }
+    }
+
+    /// The raw `annotations` object of the definition, if any.
+    pub fn annotations_value(&self) -> Option<&Value> {
+        self.definition.get("annotations")
+    }
+}
+
+/// Something an operator should hear about, produced by [`Catalog::observe`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CatalogEvent {
+    /// A tool seen for the first time, pinned at `risk`.
+    Added {
+        /// Upstream name.
+        upstream: String,
+        /// Tool name.
+        tool: String,
+        /// The pinned risk.
+        risk: Risk,
+    },
+    /// A pinned tool's definition hash changed.
+    Changed {
+        /// Upstream name.
+        upstream: String,
+        /// Tool name.
+        tool: String,
+        /// Whether the pinned risk went up because of the change.
+        risk_raised: bool,
+        /// The pinned risk after the change.
+        risk: Risk,
+    },
+    /// A pinned tool was missing from a complete listing.
+    Removed {
+        /// Upstream name.
+        upstream: String,
+        /// Tool name.
+        tool: String,
+    },
+    /// A removed tool is listed again with the definition it had.
+    Restored {
+        /// Upstream name.
+        upstream: String,
+        /// Tool name.
+        tool: String,
+    },
+    /// A listing entry that looks like an impersonation or a broken server; the tool (when
+    /// it has a name) is pinned at `unknown`.
+    Suspicious {
+        /// Upstream name.
+        upstream: String,
+        /// Tool name as listed (empty when the entry had no string `name`).
+        tool: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Why [`Catalog::repin`] refused.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum RepinError {
+    /// No listing of that upstream ever named the tool.
+    #[error("tool `{tool}` of upstream `{upstream}` is not in the catalog")]
+    NotFound {
+        /// Upstream name.
+        upstream: String,
+        /// Tool name.
+        tool: String,
+    },
+    /// The tool is missing from the latest listing, so there is no definition to accept.
+    #[error("tool `{tool}` of upstream `{upstream}` is missing from its latest listing")]
+    Removed {
+        /// Upstream name.
+        upstream: String,
+        /// Tool name.
+        tool: String,
+    },
+    /// The latest listing still makes the tool suspicious.
+    #[error("tool `{tool}` of upstream `{upstream}` is still suspicious in its latest listing")]
+    Suspicious {
+        /// Upstream name.
+        upstream: String,
+        /// Tool name.
+        tool: String,
+    },
+}
+
+/// Pinned tools per upstream.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    upstreams: HashMap<String, HashMap<String, PinnedTool>>,
+}
+
+impl Catalog {
+    /// An empty catalog.
+    pub fn new() -> Catalog {
+        Catalog::default()
+    }
+
+    /// The pinned tool, including removed and suspicious ones (classification needs to
+    /// know they exist); `None` when no listing ever named it.
+    pub fn get(&self, upstream: &str, tool: &str) -> Option<&PinnedTool> {
+        self.upstreams.get(upstream)?.get(tool)
+    }
+
+    /// Whether a listing of `upstream` has been observed at all, so the proxy knows to
+    /// fetch one before deciding that a tool is unknown.
+    pub fn has_upstream(&self, upstream: &str) -> bool {
+        self.upstreams.contains_key(upstream)
+    }
+
+    /// Every pinned tool of `upstream`, in no particular order.
+    pub fn tools(&self, upstream: &str) -> impl Iterator<Item = &PinnedTool> {
+        self.upstreams
+            .get(upstream)
+            .into_iter()
+            .flat_map(HashMap::values)
+    }
+
+    /// Ingests one complete `tools/list` result of `upstream` (all pages concatenated).
+    ///
+    /// New tools are pinned at the risk their definition implies (trust on first use);
+    /// a changed definition records the new hash and raises the pinned risk to the new
+    /// computed risk if that is higher, never lowers it; tools missing from the listing are
+    /// kept but marked removed; invalid, duplicate or case-colliding names are pinned at
+    /// `unknown`. Events come in listing order, removals last.
+    pub fn observe(&mut self, upstream: &str, tools: &[Value]) -> Vec<CatalogEvent> {
+        let mut events = Vec::new();
+        let suspicious = |tool: &str, reason: String| CatalogEvent::Suspicious {
+            upstream: upstream.to_owned(),
+            tool: tool.to_owned(),
+            reason,
+        };
+
+        // Group by exact name first: the spec requires names to be unique per server, so a
+        // repeat is either a bug or an attempt to show different clients different tools.
+        let mut listed: Vec<(&str, &Value)> = Vec::with_capacity(tools.len());
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        for tool in tools {
+            match tool.get("name").and_then(Value::as_str) {
+                Some(name) => {
+                    *count.entry(name).or_default() += 1;
+                    listed.push((name, tool));
+                }
+                None => events.push(suspicious("", "listed tool has no string `name`".into())),
+            }
+        }
+        // Names equal after case folding are one name to any case-insensitive component
+        // between the gateway and the tool; both are treated as impersonation attempts.
+        let mut folded: HashMap<String, Vec<&str>> = HashMap::new();
+        for name in count.keys() {
+            folded.entry(name.to_lowercase()).or_default().push(name);
+        }
+
+        let pins = self.upstreams.entry(upstream.to_owned()).or_default();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for (name, tool) in listed {
+            if !seen.insert(name) {
+                continue;
+            }
+            let mut reasons = Vec::new();
+            if !is_valid_tool_name(name) {
+                reasons.push("name is outside [A-Za-z0-9_.-]{1,128}".to_owned());
+            }
+            if count.get(name).copied().unwrap_or(0) > 1 {
+                reasons.push("name is listed more than once".to_owned());
+            }
+            if let Some(others) = folded.get(&name.to_lowercase()) {
+                let mut others: Vec<&str> = others.iter().copied().filter(|o| *o != name).collect();
+                others.sort_unstable();
+                if !others.is_empty() {
+                    reasons.push(format!(
+                        "name differs only by case from `{}`",
+                        others.join("`, `")
+                    ));
+                }
+            }
+            let is_suspicious = !reasons.is_empty();
+
+            let definition = extract_definition(tool);
+            let hash = definition_hash(&definition);
+            let annotations = ToolAnnotations::from_value(definition.get("annotations"));
+            let computed_risk = if is_suspicious {
+                Risk::Unknown
+            } else {
+                annotations.risk()
+            };
+
+            match pins.entry(name.to_owned()) {
+                Entry::Vacant(slot) => {
+                    slot.insert(PinnedTool {
+                        name: name.to_owned(),
+                        definition,
+                        definition_hash: hash.clone(),
+                        pinned_hash: hash,
+                        annotations,
+                        computed_risk,
+                        pinned_risk: computed_risk,
+                        status: if is_suspicious {
+                            PinStatus::Suspicious
+                        } else {
+                            PinStatus::Pinned
+                        },
+                    });
+                    if is_suspicious {
+                        events.push(suspicious(name, reasons.join("; ")));
+                    } else {
+                        events.push(CatalogEvent::Added {
+                            upstream: upstream.to_owned(),
+                            tool: name.to_owned(),
+                            risk: computed_risk,
+                        });
+                    }
+                }
+                Entry::Occupied(mut slot) => {
+                    let pin = slot.get_mut();
+                    let was = pin.status;
+                    let old_risk = pin.pinned_risk;
+                    let changed = pin.definition_hash != hash;
+                    pin.pinned_risk = pin.pinned_risk.max(computed_risk);
+                    pin.computed_risk = computed_risk;
+                    if changed {
+                        pin.definition = definition;
+                        pin.definition_hash = hash;
+                        pin.annotations = annotations;
+                    }
+                    pin.status = if is_suspicious {
+                        PinStatus::Suspicious
+                    } else if pin.definition_hash != pin.pinned_hash {
+                        PinStatus::Changed
+                    } else {
+                        PinStatus::Pinned
+                    };
+                    if is_suspicious && was != PinStatus::Suspicious {
+                        events.push(suspicious(name, reasons.join("; ")));
+                    }
+                    if changed {
+                        events.push(CatalogEvent::Changed {
+                            upstream: upstream.to_owned(),
+                            tool: name.to_owned(),
+                            risk_raised: pin.pinned_risk > old_risk,
+                            risk: pin.pinned_risk,
+                        });
+                    } else if was == PinStatus::Removed {
+                        events.push(CatalogEvent::Restored {
+                            upstream: upstream.to_owned(),
+                            tool: name.to_owned(),
+                        });
+                    }
+                }
+            }
+        }
+
+        let mut removed: Vec<&mut PinnedTool> = pins
+            .values_mut()
+            .filter(|pin| pin.status != PinStatus::Removed && !seen.contains(pin.name.as_str()))
+            .collect();
+        removed.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        for pin in removed {
+            pin.status = PinStatus::Removed;
+            events.push(CatalogEvent::Removed {
+                upstream: upstream.to_owned(),
+                tool: pin.name.clone(),
+            });
+        }
+        events
+    }
+
+    /// An operator accepts the tool's current definition: its pinned risk becomes the
+    /// risk that definition implies (possibly lower) and it stops counting as changed.
+    /// Returns the new pinned risk.
+    pub fn repin(&mut self, upstream: &str, tool: &str) -> Result<Risk, RepinError> {
+        let names = || (upstream.to_owned(), tool.to_owned());
+        let Some(pin) = self
+            .upstreams
+            .get_mut(upstream)
+            .and_then(|t| t.get_mut(tool))
+        else {
+            let (upstream, tool) = names();
+            return Err(RepinError::NotFound { upstream, tool });
+        };
+        match pin.status {
+            PinStatus::Removed => {
+                let (upstream, tool) = names();
+                Err(RepinError::Removed { upstream, tool })
+            }
+            PinStatus::Suspicious => {
+                let (upstream, tool) = names();
+                Err(RepinError::Suspicious { upstream, tool })
+            }
+            PinStatus::Pinned | PinStatus::Changed => {
+                pin.pinned_risk = pin.computed_risk;
+                pin.pinned_hash = pin.definition_hash.clone();
+                pin.status = PinStatus::Pinned;
+                Ok(pin.pinned_risk)
+            }
+        }
+    }
+}
+
+fn extract_definition(tool: &Value) -> Value {
+    let mut definition = Map::new();
+    for field in DEFINITION_FIELDS {
+        if let Some(value) = tool.get(field) {
+            definition.insert(field.to_owned(), value.clone());
+        }
+    }
+    Value::Object(definition)
+}
+
+/// Base64url (unpadded) SHA-256 over `definition` serialized compactly with object keys
+/// sorted recursively (by UTF-8 bytes) and numbers as their exact received text.
+///
+/// This is a stable fingerprint for detecting drift, not RFC 8785: confirmation tokens bind
+/// the definition through countersign-token's own JCS hash, which keeps this crate free of
+/// that dependency.
+pub fn definition_hash(definition: &Value) -> String {
+    let mut text = String::new();
+    write_sorted(&mut text, definition);
+    URL_SAFE_NO_PAD.encode(Sha256::digest(text.as_bytes()))
+}
+
+fn write_sorted(out: &mut String, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(out, key);
+                out.push(':');
+                write_sorted(out, value);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_sorted(out, item);
+            }
+            out.push(']');
+        }
+        Value::String(s) => write_string(out, s),
+        // Null, booleans and numbers (exact text under arbitrary_precision).
+        other => {
+            let _ = write!(out, "{other}");
+        }
+    }
+}
+
+fn write_string(out: &mut String, s: &str) {
+    // serde_json's own escaping: deterministic, and a str always serializes.
+    let _ = write!(out, "{}", Value::from(s));
+}
+
+#[cfg(test)]
+mod tests;
