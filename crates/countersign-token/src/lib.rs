@@ -1,1 +1,37 @@
-//! Under construction.
+//! countersign-token owns the confirmation token and what it binds:
+//!
+//! - [`canonical`]: RFC 8785 canonical JSON, the safe-number rule, the arguments hash (`ah`)
+//!   and the tool-definition hash (`tdh`);
+//! - [`token`]: the keyring, the `mcp_cf_…` format of DESIGN.md §6, minting, verification and
+//!   the binding checks, with the DESIGN.md §7 refusal codes.
+//!
+//! It is pure computation: it must not import tokio, touch files, read the environment or
+//! keep a clock. Callers pass the current time and the key specification in, so every check is
+//! deterministic under test and the crate can be fuzzed directly. The only outside input is
+//! the operating system's random source, for keys and token ids.
+
+#![forbid(unsafe_code)]
+
+pub mod canonical;
+pub mod token;
+
+pub use canonical::{
+    CanonicalError, arguments_hash, canonical_number, canonicalize, check_safe_numbers,
+    definition_hash, normalize_numbers,
+};
+pub use token::{
+    Claims, Expectation, Header, Keyring, KeyringError, TokenRejection, VerifyRules, check_binding,
+    inspect_unverified, keygen_entry, mint, new_jti, verify,
+};
+
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+
+/// base64url without padding, decoding strictly: padding and non-canonical trailing bits are
+/// refused, so every byte string has exactly one accepted encoding (threats.md §3.4).
+const B64URL: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::URL_SAFE,
+    GeneralPurposeConfig::new()
+        .with_encode_padding(false)
+        .with_decode_padding_mode(DecodePaddingMode::RequireNone)
+        .with_decode_allow_trailing_bits(false),
+);
