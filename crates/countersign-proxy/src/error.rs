@@ -110,6 +110,8 @@ pub enum ProxyError {
         #[source]
         source: hyper::Error,
     },
+    #[error("could not list the tools of upstream `{upstream}`: {reason}")]
+    CatalogUnavailable { upstream: String, reason: String },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -143,7 +145,8 @@ impl ProxyError {
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamTimeout { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
-            | ProxyError::UpstreamBody { .. } => Side::Upstream,
+            | ProxyError::UpstreamBody { .. }
+            | ProxyError::CatalogUnavailable { .. } => Side::Upstream,
             ProxyError::Internal(_) => Side::Internal,
         }
     }
@@ -178,7 +181,8 @@ impl ProxyError {
             ProxyError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
-            | ProxyError::UpstreamBody { .. } => StatusCode::BAD_GATEWAY,
+            | ProxyError::UpstreamBody { .. }
+            | ProxyError::CatalogUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -213,6 +217,7 @@ impl ProxyError {
             | ProxyError::UpstreamTimeout { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
+            | ProxyError::CatalogUnavailable { .. }
             | ProxyError::Internal(_) => code::INTERNAL_ERROR,
         }
     }

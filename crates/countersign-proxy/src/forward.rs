@@ -43,6 +43,25 @@ impl UpstreamClient {
             .build(connector);
         Self { client }
     }
+
+    /// Sends `request` and waits for the response headers, at most the upstream's
+    /// `response_timeout`.
+    pub async fn send(
+        &self,
+        upstream: &Upstream,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        tokio::time::timeout(upstream.response_timeout, self.client.request(request))
+            .await
+            .map_err(|_| ProxyError::UpstreamTimeout {
+                upstream: upstream.name.clone(),
+                timeout: upstream.response_timeout,
+            })?
+            .map_err(|source| ProxyError::UpstreamConnect {
+                upstream: upstream.name.clone(),
+                source,
+            })
+    }
 }
 
 /// Request headers never copied upstream: hop-by-hop fields (RFC 9110 §7.6.1), framing the
@@ -149,16 +168,7 @@ pub async fn relay(
     max_sse_event_bytes: usize,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let started = Instant::now();
-    let response = tokio::time::timeout(upstream.response_timeout, client.client.request(request))
-        .await
-        .map_err(|_| ProxyError::UpstreamTimeout {
-            upstream: upstream.name.clone(),
-            timeout: upstream.response_timeout,
-        })?
-        .map_err(|source| ProxyError::UpstreamConnect {
-            upstream: upstream.name.clone(),
-            source,
-        })?;
+    let response = client.send(upstream, request).await?;
     metrics.observe_upstream_latency(upstream_label, started.elapsed());
 
     let (mut parts, body) = response.into_parts();

@@ -160,14 +160,12 @@ fn check_stateless_headers(
             ));
         }
     };
-    if let Message::Request(_) = message {
-        if header_version != body_version {
-            return Err(ProxyError::HeaderMismatch(format!(
-                "MCP-Protocol-Version header `{}` does not match the body's _meta protocolVersion `{}`",
-                header_version.map_or("<absent>", |v| v.as_str()),
-                body_version.map_or("<absent>", |v| v.as_str()),
-            )));
-        }
+    if matches!(message, Message::Request(_)) && header_version != body_version {
+        return Err(ProxyError::HeaderMismatch(format!(
+            "MCP-Protocol-Version header `{}` does not match the body's _meta protocolVersion `{}`",
+            header_version.map_or("<absent>", |v| v.as_str()),
+            body_version.map_or("<absent>", |v| v.as_str()),
+        )));
     }
     let header_method = decoded_header(headers, &MCP_METHOD)?;
     if header_method.as_deref() != Some(method.as_str()) {

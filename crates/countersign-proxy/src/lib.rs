@@ -7,7 +7,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod body;
+pub mod catalog_fetch;
 pub mod config;
 pub mod endpoint;
 pub mod error;
@@ -15,6 +17,7 @@ pub mod forward;
 pub mod hardening;
 pub mod inspect;
 pub mod metrics;
+pub mod rewrite;
 pub mod server;
 pub mod sse;
 pub mod stack;

@@ -1,0 +1,187 @@
+//! The audit trail: one JSON line per decision and one per outcome, so an operator can answer
+//! "who asked for what, what did the gateway decide, and what ran" from the log alone.
+//!
+//! Arguments are left out unless `include_arguments` is set: they may hold personal data, and
+//! the arguments hash already ties a record to the exact call.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use serde_json::Value;
+use tracing::warn;
+
+/// Where audit lines go.
+#[derive(Clone)]
+pub struct AuditSink {
+    writer: Option<Arc<Mutex<Box<dyn Write + Send>>>>,
+    include_arguments: bool,
+}
+
+impl std::fmt::Debug for AuditSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditSink")
+            .field("enabled", &self.writer.is_some())
+            .field("include_arguments", &self.include_arguments)
+            .finish()
+    }
+}
+
+impl AuditSink {
+    /// Writes each record as one line to `writer`, flushed immediately.
+    pub fn new(writer: Box<dyn Write + Send>, include_arguments: bool) -> Self {
+        Self {
+            writer: Some(Arc::new(Mutex::new(writer))),
+            include_arguments,
+        }
+    }
+
+    /// Records nothing.
+    pub fn disabled() -> Self {
+        Self {
+            writer: None,
+            include_arguments: false,
+        }
+    }
+
+    pub fn include_arguments(&self) -> bool {
+        self.include_arguments
+    }
+
+    pub fn record(&self, record: &AuditRecord<'_>) {
+        let Some(writer) = &self.writer else { return };
+        let mut line = match serde_json::to_vec(record) {
+            Ok(line) => line,
+            Err(error) => {
+                warn!(%error, "audit record could not be serialized");
+                return;
+            }
+        };
+        line.push(b'\n');
+        // A poisoned lock means a writer panicked mid-line; keep auditing rather than go silent.
+        let mut writer = writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Err(error) = writer.write_all(&line).and_then(|()| writer.flush()) {
+            warn!(%error, "audit record could not be written");
+        }
+    }
+}
+
+/// One audit line. `event` is `decision` (what the gateway decided) or `outcome` (what happened).
+#[derive(Debug, Serialize)]
+pub struct AuditRecord<'a> {
+    pub ts: String,
+    pub event: &'static str,
+    pub principal: &'a str,
+    pub upstream: &'a str,
+    pub method: &'a str,
+    pub tool: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub risk: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jti: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args_hash: Option<&'a str>,
+    /// `forwarded`, `held`, `denied`, `rejected:<code>`, `upstream_error`.
+    pub outcome: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<&'a Value>,
+}
+
+/// RFC 3339 UTC timestamp with milliseconds, without pulling in a date crate.
+pub fn timestamp(now: SystemTime) -> String {
+    let since = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let secs = since.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (hour, minute, second) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{:03}Z",
+        since.subsec_millis()
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) — Howard Hinnant's civil-from-days algorithm.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_796_041_296_789);
+        assert_eq!(timestamp(t), "2026-11-30T12:21:36.789Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(timestamp(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn records_are_one_json_line_each() {
+        #[derive(Clone, Default)]
+        struct Shared(Arc<Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("lock").extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Shared::default();
+        let sink = AuditSink::new(Box::new(buffer.clone()), false);
+        for outcome in ["held", "forwarded"] {
+            sink.record(&AuditRecord {
+                ts: timestamp(UNIX_EPOCH),
+                event: "outcome",
+                principal: "ada",
+                upstream: "store",
+                method: "tools/call",
+                tool: "create_order",
+                session: None,
+                risk: Some("write"),
+                rule: Some("default"),
+                action: Some("confirm"),
+                channel: Some("token"),
+                jti: None,
+                args_hash: Some("abc"),
+                outcome,
+                latency_ms: None,
+                arguments: None,
+            });
+        }
+        let text = String::from_utf8(buffer.0.lock().expect("lock").clone()).expect("utf-8");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1]["outcome"], "forwarded");
+        assert!(lines[0].get("arguments").is_none());
+    }
+}

@@ -1,0 +1,187 @@
+//! The gateway's own `tools/list` requests: when a call names a tool the pinned catalog has not
+//! seen, the gateway lists the upstream's tools itself — with the caller's session and
+//! credentials, since what a session may see can depend on them — following every page.
+
+use bytes::Bytes;
+use countersign_jsonrpc::message::{Message, RequestId};
+use countersign_jsonrpc::sse::SseDecoder;
+use countersign_jsonrpc::strict::parse_strict;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Map, Value, json};
+
+use crate::config::Upstream;
+use crate::error::ProxyError;
+use crate::forward::{UpstreamClient, upstream_request};
+use crate::inspect::{MCP_METHOD, MCP_NAME};
+
+/// Most pages followed before the listing is treated as hostile.
+const MAX_PAGES: usize = 64;
+
+/// Everything about the caller that the gateway's own request must carry.
+#[derive(Debug, Clone, Default)]
+pub struct CallerContext {
+    /// The client's request headers (session id, protocol version, credentials…).
+    pub headers: HeaderMap,
+    /// For 2026-07-28 requests: the `_meta` to send (protocol version and client capabilities).
+    pub stateless_meta: Option<Map<String, Value>>,
+}
+
+/// Lists every tool of `upstream` as the caller would see them.
+pub async fn list_tools(
+    upstream: &Upstream,
+    client: &UpstreamClient,
+    caller: &CallerContext,
+    max_event_bytes: usize,
+) -> Result<Vec<Value>, ProxyError> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let id = RequestId::String(format!("countersign-{}", uuid_like()));
+        let mut params = Map::new();
+        if let Some(cursor) = &cursor {
+            params.insert("cursor".into(), Value::String(cursor.clone()));
+        }
+        let mut mirrored: Vec<(HeaderName, HeaderValue)> = Vec::new();
+        if let Some(meta) = &caller.stateless_meta {
+            params.insert("_meta".into(), Value::Object(meta.clone()));
+            mirrored.push((MCP_METHOD, HeaderValue::from_static("tools/list")));
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id.to_value(), "method": "tools/list", "params": params});
+        let mut headers = caller.headers.clone();
+        headers.remove(MCP_NAME);
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        let request = upstream_request(
+            upstream,
+            Method::POST,
+            &headers,
+            Bytes::from(body.to_string()),
+            &mirrored,
+        );
+        let result = call(upstream, client, request, &id, max_event_bytes).await?;
+        let page = result
+            .get("tools")
+            .and_then(Value::as_array)
+            .ok_or_else(|| listing_error(upstream, "the result has no tools array"))?;
+        tools.extend(page.iter().cloned());
+        match result.get("nextCursor").and_then(Value::as_str) {
+            Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+            _ => return Ok(tools),
+        }
+    }
+    Err(listing_error(upstream, "more than 64 pages"))
+}
+
+/// Sends one request and returns the `result` of the response carrying `id`, from a JSON body or
+/// from the SSE stream (skipping the notifications and requests that may precede it).
+async fn call(
+    upstream: &Upstream,
+    client: &UpstreamClient,
+    request: http::Request<http_body_util::Full<Bytes>>,
+    id: &RequestId,
+    max_event_bytes: usize,
+) -> Result<Map<String, Value>, ProxyError> {
+    let response = client.send(upstream, request).await?;
+    let status = response.status();
+    if status != StatusCode::OK {
+        return Err(listing_error(upstream, &format!("HTTP {status}")));
+    }
+    let event_stream = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        });
+    let mut body = response.into_body();
+    let limit = upstream.max_response_bytes.get();
+    let deadline = tokio::time::Instant::now() + upstream.response_timeout;
+    let mut decoder = SseDecoder::new(max_event_bytes);
+    let mut buffered = Vec::new();
+    loop {
+        let frame = tokio::time::timeout_at(deadline, body.frame())
+            .await
+            .map_err(|_| ProxyError::UpstreamTimeout {
+                upstream: upstream.name.clone(),
+                timeout: upstream.response_timeout,
+            })?;
+        let Some(frame) = frame else { break };
+        let frame = frame.map_err(|source| ProxyError::UpstreamBody {
+            upstream: upstream.name.clone(),
+            source,
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if !event_stream {
+            if buffered.len() + data.len() > limit {
+                return Err(ProxyError::UpstreamResponseTooLarge {
+                    upstream: upstream.name.clone(),
+                    limit,
+                });
+            }
+            buffered.extend_from_slice(&data);
+            continue;
+        }
+        decoder.push(&data);
+        while let Some(event) = decoder
+            .next_event()
+            .map_err(|e| listing_error(upstream, &e.to_string()))?
+        {
+            if let Some(result) = event
+                .data()
+                .and_then(|data| response_result(data.as_bytes(), id))
+            {
+                return result.map_err(|message| listing_error(upstream, &message));
+            }
+        }
+    }
+    if event_stream {
+        return Err(listing_error(
+            upstream,
+            "the stream ended without the response",
+        ));
+    }
+    response_result(&buffered, id)
+        .unwrap_or_else(|| Err("the body is not the response".to_owned()))
+        .map_err(|message| listing_error(upstream, &message))
+}
+
+/// `Some(Ok(result))` for the successful response to `id`, `Some(Err)` for its error response,
+/// `None` for any other message.
+fn response_result(bytes: &[u8], id: &RequestId) -> Option<Result<Map<String, Value>, String>> {
+    let Ok(Message::Response(response)) = Message::from_value(parse_strict(bytes).ok()?) else {
+        return None;
+    };
+    if response.id.as_ref() != Some(id) {
+        return None;
+    }
+    Some(match response.outcome {
+        Ok(Value::Object(result)) => Ok(result),
+        Ok(_) => Err("the result is not an object".to_owned()),
+        Err(error) => Err(format!("error {}: {}", error.code, error.message)),
+    })
+}
+
+fn listing_error(upstream: &Upstream, why: &str) -> ProxyError {
+    ProxyError::CatalogUnavailable {
+        upstream: upstream.name.clone(),
+        reason: why.to_owned(),
+    }
+}
+
+/// A random id for the gateway's own requests; never collides with a client's numeric or
+/// short ids, and the prefix makes it recognisable in upstream logs.
+fn uuid_like() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
