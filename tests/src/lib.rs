@@ -157,6 +157,15 @@ pub async fn start_gateway(upstream_url: &str, extra_args: &[&str]) -> (Process,
     (process, format!("http://localhost:{port}/mcp"))
 }
 
+/// A file of the repository's `policies/`.
+pub fn policy(name: &str) -> String {
+    repo_root()
+        .join("policies")
+        .join(name)
+        .display()
+        .to_string()
+}
+
 /// The TypeScript conformance upstream on a free port.
 pub async fn start_conformance_upstream() -> (Process, String) {
     let port = free_port();

@@ -3,13 +3,16 @@
 
 use std::time::Duration;
 
-use countersign_e2e::{run_to_completion, start_conformance_upstream, start_gateway, tool_env};
+use countersign_e2e::{
+    policy, run_to_completion, start_conformance_upstream, start_gateway, tool_env,
+};
 use tokio::process::Command;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_active_conformance_scenario_passes_through_the_gateway() {
     let (_upstream, upstream_url) = start_conformance_upstream().await;
-    let (_gateway, gateway_url) = start_gateway(&upstream_url, &[]).await;
+    let (_gateway, gateway_url) =
+        start_gateway(&upstream_url, &["--policy", &policy("allow-all.yaml")]).await;
 
     let results =
         std::env::temp_dir().join(format!("countersign-conformance-{}", std::process::id()));

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use countersign_e2e::{
-    peers_dir, run_to_completion, start_gateway, start_python_upstream, tool_env,
+    peers_dir, policy, run_to_completion, start_gateway, start_python_upstream, tool_env,
 };
 use serde_json::Value;
 use tokio::process::Command;
@@ -69,7 +69,8 @@ async fn direct_and_through_gateway(peer: Peer) -> (Value, Value) {
     let direct = session(peer, &direct_url).await;
 
     let (_upstream, upstream_url) = start_python_upstream().await;
-    let (_gateway, gateway_url) = start_gateway(&upstream_url, &[]).await;
+    let (_gateway, gateway_url) =
+        start_gateway(&upstream_url, &["--policy", &policy("allow-all.yaml")]).await;
     let through = session(peer, &gateway_url).await;
     (direct, through)
 }

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
@@ -38,6 +38,41 @@ pub struct RawConfig {
     /// `Host` values the gateway answers to (`host[:port|:*]`), or `["*"]` for any. Default:
     /// loopback names when listening on loopback, any host otherwise.
     pub allowed_hosts: Option<Vec<String>>,
+    /// Policy file (see `policies/`). Default: the built-in defaults — reads allowed, writes,
+    /// destructive and unknown calls held for confirmation. Reloaded on SIGHUP and on change.
+    pub policy: Option<PathBuf>,
+    /// Deployment id written into every token (`iss`); tokens from another deployment are
+    /// refused. Default `countersign`.
+    pub deployment_id: Option<String>,
+    /// File with the signing keyring (`kid:base64url-key` entries, first signs). Default: the
+    /// `COUNTERSIGN_SIGNING_KEYS` environment variable; with neither, a random key per start.
+    pub signing_keys_file: Option<PathBuf>,
+    pub identity: RawIdentity,
+    pub audit: RawAudit,
+    /// Most unexpired spent token ids kept by the in-memory replay store; when full, new
+    /// confirmations are refused (fail closed). Default `1000000`.
+    pub replay_max_entries: Option<usize>,
+}
+
+/// Where the caller's identity comes from. Default: every caller is `anonymous`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawIdentity {
+    /// Header naming the principal, set by an authenticating proxy in front of the gateway.
+    /// When set, requests without it are refused (401).
+    pub header: Option<String>,
+    /// Header with comma-separated groups of the principal.
+    pub groups_header: Option<String>,
+}
+
+/// The audit trail: one JSON line per decision and outcome.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawAudit {
+    /// `-` for stdout (default), a file path to append to, or `off`.
+    pub path: Option<String>,
+    /// Also record call arguments. Default `false`: they may hold personal data.
+    pub include_arguments: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -131,12 +166,43 @@ pub struct Config {
     pub log_format: LogFormat,
     pub drain_timeout: Duration,
     pub proxy: ProxyConfig,
+    pub approval: ApprovalConfig,
+}
+
+/// Settings of the approval gate.
+#[derive(Debug, Clone)]
+pub struct ApprovalConfig {
+    pub policy_path: Option<PathBuf>,
+    /// The policy as loaded at start-up.
+    pub policy: countersign_policy::Policy,
+    pub deployment_id: String,
+    pub keyring: KeyringSource,
+    pub identity: countersign_proxy::gate::Identity,
+    pub audit: AuditTarget,
+    pub audit_arguments: bool,
+    pub replay_max_entries: NonZeroUsize,
+}
+
+/// Where the signing keys came from; a generated keyring is worth a warning.
+#[derive(Debug, Clone)]
+pub enum KeyringSource {
+    Configured(std::sync::Arc<countersign_token::Keyring>),
+    Generated(std::sync::Arc<countersign_token::Keyring>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditTarget {
+    Stdout,
+    File(PathBuf),
+    Off,
 }
 
 /// Command-line values that override the file.
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
     pub upstream: Option<String>,
+    pub policy: Option<PathBuf>,
+    pub audit: Option<String>,
     pub path: Option<String>,
     pub listen: Option<String>,
     pub admin: Option<String>,
@@ -166,6 +232,12 @@ impl RawConfig {
         }
         if overrides.listen.is_some() {
             self.listen = overrides.listen;
+        }
+        if overrides.policy.is_some() {
+            self.policy = overrides.policy;
+        }
+        if overrides.audit.is_some() {
+            self.audit.path = overrides.audit;
         }
         if overrides.admin.is_some() {
             self.admin = overrides.admin;
@@ -232,6 +304,14 @@ impl RawConfig {
                 allowed: Some(patterns(&list, "allowed_hosts")?),
             },
         };
+        let approval = approval_config(
+            self.policy,
+            self.deployment_id,
+            self.signing_keys_file,
+            self.identity,
+            self.audit,
+            self.replay_max_entries,
+        )?;
         Ok(Config {
             listen,
             admin,
@@ -243,6 +323,7 @@ impl RawConfig {
                 origins,
                 hosts,
             },
+            approval,
         })
     }
 }
@@ -363,6 +444,86 @@ impl RawLimits {
             )?,
         })
     }
+}
+
+/// Reads and parses a policy file.
+pub fn load_policy(path: &Path) -> anyhow::Result<countersign_policy::Policy> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading policy file {}", path.display()))?;
+    countersign_policy::Policy::from_yaml(&text)
+        .with_context(|| format!("in policy file {}", path.display()))
+}
+
+/// The signing keyring: `COUNTERSIGN_SIGNING_KEYS` if set, else the configured file, else a
+/// key generated for this process.
+pub fn load_keyring(file: Option<&Path>) -> anyhow::Result<KeyringSource> {
+    use countersign_token::Keyring;
+    if let Ok(spec) = std::env::var("COUNTERSIGN_SIGNING_KEYS") {
+        let keyring = Keyring::parse(&spec).context("COUNTERSIGN_SIGNING_KEYS")?;
+        return Ok(KeyringSource::Configured(std::sync::Arc::new(keyring)));
+    }
+    if let Some(file) = file {
+        let spec = std::fs::read_to_string(file)
+            .with_context(|| format!("reading signing keys from {}", file.display()))?;
+        let keyring =
+            Keyring::parse(&spec).with_context(|| format!("signing keys in {}", file.display()))?;
+        return Ok(KeyringSource::Configured(std::sync::Arc::new(keyring)));
+    }
+    Ok(KeyringSource::Generated(std::sync::Arc::new(
+        Keyring::generate(),
+    )))
+}
+
+fn approval_config(
+    policy_path: Option<PathBuf>,
+    deployment_id: Option<String>,
+    signing_keys_file: Option<PathBuf>,
+    identity: RawIdentity,
+    audit: RawAudit,
+    replay_max_entries: Option<usize>,
+) -> anyhow::Result<ApprovalConfig> {
+    let policy = match &policy_path {
+        Some(path) => load_policy(path)?,
+        None => countersign_policy::Policy::default(),
+    };
+    let deployment_id = deployment_id.unwrap_or_else(|| "countersign".to_owned());
+    ensure!(
+        !deployment_id.is_empty()
+            && deployment_id.len() <= 64
+            && deployment_id.chars().all(|c| c.is_ascii_graphic()),
+        "deployment_id must be 1-64 visible ASCII characters"
+    );
+    let header_name =
+        |value: Option<String>, field: &str| -> anyhow::Result<Option<http::HeaderName>> {
+            value
+                .map(|v| {
+                    http::HeaderName::try_from(v.as_str())
+                        .with_context(|| format!("{field}: `{v}` is not a header name"))
+                })
+                .transpose()
+        };
+    let identity = countersign_proxy::gate::Identity {
+        header: header_name(identity.header, "identity.header")?,
+        groups_header: header_name(identity.groups_header, "identity.groups_header")?,
+    };
+    let audit_target = match audit.path.as_deref() {
+        None | Some("-") => AuditTarget::Stdout,
+        Some("off") => AuditTarget::Off,
+        Some(path) => AuditTarget::File(PathBuf::from(path)),
+    };
+    Ok(ApprovalConfig {
+        policy_path,
+        policy,
+        deployment_id,
+        keyring: load_keyring(signing_keys_file.as_deref())?,
+        identity,
+        audit: audit_target,
+        audit_arguments: audit.include_arguments,
+        replay_max_entries: nonzero(
+            replay_max_entries.unwrap_or(1_000_000),
+            "replay_max_entries",
+        )?,
+    })
 }
 
 fn parse_addr(text: &str, field: &str) -> anyhow::Result<SocketAddr> {

@@ -8,6 +8,8 @@
 
 pub mod admin;
 pub mod config;
+pub mod live;
+mod reload;
 pub mod telemetry;
 
 use std::future::Future;
@@ -15,13 +17,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use countersign_proxy::audit::AuditSink;
+use countersign_proxy::gate::{CatalogState, Gate, GateSettings, PolicyHandle};
 use countersign_proxy::{ProxyMetrics, gateway_service};
+use countersign_store::MemoryReplayStore;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
-use tracing::info;
+use tracing::{info, warn};
 
-pub use config::{Config, Overrides, RawConfig};
+pub use config::{AuditTarget, Config, KeyringSource, Overrides, RawConfig};
 
 use admin::Readiness;
 
@@ -55,7 +60,13 @@ impl RunningGateway {
 
         let mut registry = Registry::with_prefix("");
         let metrics = ProxyMetrics::register(&mut registry);
-        let service = gateway_service(&config.proxy, metrics);
+        let gate = Arc::new(build_gate(&config)?);
+        let service = gateway_service(&config.proxy, metrics, gate.clone());
+        let reloader = config
+            .approval
+            .policy_path
+            .clone()
+            .map(|path| tokio::spawn(reload::watch_policy(path, gate.policy.clone())));
         let readiness = Readiness::default();
 
         let admin_task = admin_listener
@@ -77,6 +88,9 @@ impl RunningGateway {
             let result =
                 countersign_proxy::serve(listener, service, &limits, shutdown, drain).await;
             if let Some(task) = admin_task {
+                task.abort();
+            }
+            if let Some(task) = reloader {
                 task.abort();
             }
             result
@@ -106,6 +120,47 @@ impl RunningGateway {
         info!("shutting down: draining in-flight requests");
         self.shutdown().await
     }
+}
+
+/// The approval gate of `config`: policy, empty catalog, keyring, replay store, audit sink.
+fn build_gate(config: &Config) -> anyhow::Result<Gate> {
+    let approval = &config.approval;
+    let keyring = match &approval.keyring {
+        KeyringSource::Configured(keyring) => keyring.clone(),
+        KeyringSource::Generated(keyring) => {
+            warn!(
+                "no signing keys configured (COUNTERSIGN_SIGNING_KEYS or signing_keys_file): using a random \
+                 key, so confirmation tokens will not survive a restart or work across replicas"
+            );
+            keyring.clone()
+        }
+    };
+    let audit = match &approval.audit {
+        AuditTarget::Off => AuditSink::disabled(),
+        AuditTarget::Stdout => {
+            AuditSink::new(Box::new(std::io::stdout()), approval.audit_arguments)
+        }
+        AuditTarget::File(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening the audit log {}", path.display()))?;
+            AuditSink::new(Box::new(file), approval.audit_arguments)
+        }
+    };
+    Ok(Gate {
+        settings: GateSettings {
+            issuer: approval.deployment_id.clone(),
+            keyring,
+            store: Arc::new(MemoryReplayStore::new(approval.replay_max_entries.get())),
+            identity: approval.identity.clone(),
+            audit,
+            leeway_secs: countersign_token::token::DEFAULT_LEEWAY_SECS,
+        },
+        policy: Arc::new(PolicyHandle::new(approval.policy.clone())),
+        catalog: Arc::new(CatalogState::default()),
+    })
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

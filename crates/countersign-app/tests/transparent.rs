@@ -119,12 +119,14 @@ async fn auth_replace_sends_the_gateway_credential_instead_of_the_clients() {
 async fn first_sse_event_reaches_the_client_before_the_upstream_finishes() {
     let (reply, feed) = Reply::sse_stream();
     let reply = std::sync::Mutex::new(Some(reply));
-    let upstream = RecordingUpstream::with_responder(move |_| {
-        reply
-            .lock()
-            .expect("lock")
-            .take()
-            .unwrap_or_else(|| Reply::status(500))
+    let upstream = RecordingUpstream::with_responder(move |request| {
+        if request.json()["method"] == "tools/list" {
+            // The gateway lists the tools itself before it classifies the first call.
+            let id = request.json()["id"].clone();
+            let tool = json!({"name": "slow", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}});
+            return Reply::json(200, json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [tool]}}));
+        }
+        reply.lock().expect("lock").take().unwrap_or_else(|| Reply::status(500))
     })
     .await;
     let h = Harness::start(upstream, "").await;
@@ -281,7 +283,7 @@ async fn unreachable_upstream_gives_a_json_rpc_error_and_the_gateway_stays_up() 
     let dead_port = countersign_testkit::free_port();
     let upstream = RecordingUpstream::start().await;
     let yaml = format!(
-        "listen: 127.0.0.1:0\nadmin: 'off'\nupstreams:\n  - name: dead\n    path: /dead\n    url: http://127.0.0.1:{dead_port}/mcp\n  - name: live\n    path: /mcp\n    url: {}\n",
+        "listen: 127.0.0.1:0\nadmin: 'off'\naudit: {{ path: 'off' }}\nupstreams:\n  - name: dead\n    path: /dead\n    url: http://127.0.0.1:{dead_port}/mcp\n  - name: live\n    path: /mcp\n    url: {}\n",
         upstream.url()
     );
     let h = Harness::from_yaml(upstream, &yaml).await;

@@ -1,4 +1,5 @@
-//! The innermost service: one MCP endpoint per route, forwarding POST, GET and DELETE upstream.
+//! The innermost service: one MCP endpoint per route. POST bodies go through the one strict
+//! inspection and the approval gate; GET and DELETE are forwarded as they are.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -7,18 +8,24 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{Method, Request, Response};
+use countersign_jsonrpc::mcp::ProtocolVersion;
+use countersign_jsonrpc::message::{Message, Payload, RequestId, error_response};
+use http::{HeaderValue, Method, Request, Response, header};
 use hyper::body::Incoming;
+use serde_json::{Value, json};
 use tower::Service;
 use tracing::debug;
 
-use crate::body::{ResponseBody, collect_limited};
+use crate::body::{ResponseBody, collect_limited, full};
 use crate::config::{Limits, Upstream};
 use crate::error::ProxyError;
 use crate::forward::{UpstreamClient, relay, upstream_request};
+use crate::gate::{CallAudit, Gate, GateRequest, Verdict};
 use crate::hardening::RouteIndex;
 use crate::inspect::inspect_post;
 use crate::metrics::ProxyMetrics;
+use crate::rewrite::ResponseHook;
+use crate::sse::RelayObserver;
 
 /// One route's upstream with its pooled client and static metric label.
 #[derive(Debug)]
@@ -33,6 +40,7 @@ struct Shared {
     routes: Vec<RouteTarget>,
     limits: Limits,
     metrics: ProxyMetrics,
+    gate: Arc<Gate>,
 }
 
 /// Forwards requests that passed hardening to their route's upstream.
@@ -42,12 +50,18 @@ pub struct McpEndpoints {
 }
 
 impl McpEndpoints {
-    pub fn new(routes: Vec<RouteTarget>, limits: Limits, metrics: ProxyMetrics) -> Self {
+    pub fn new(
+        routes: Vec<RouteTarget>,
+        limits: Limits,
+        metrics: ProxyMetrics,
+        gate: Arc<Gate>,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 routes,
                 limits,
                 metrics,
+                gate,
             }),
         }
     }
@@ -67,6 +81,13 @@ impl Service<Request<Incoming>> for McpEndpoints {
         let shared = self.shared.clone();
         Box::pin(async move { Ok(shared.handle(request).await) })
     }
+}
+
+/// What the client asked for, kept for the answer after the payload has moved on.
+struct Asked {
+    method: &'static str,
+    id: Option<RequestId>,
+    stateless: bool,
 }
 
 impl Shared {
@@ -105,16 +126,64 @@ impl Shared {
             Ok(inspected) => inspected,
             Err((error, id)) => return self.refuse(route, "POST", error, id.as_ref()),
         };
-        let method = inspected.method_label();
-        let upstream_request = upstream_request(
-            &route.upstream,
-            Method::POST,
-            &parts.headers,
-            inspected.forward_body(),
-            &inspected.mirrored,
-        );
-        let id = inspected.request_id().cloned();
-        self.forward(route, method, upstream_request, id).await
+        let asked = Asked {
+            method: inspected.method_label(),
+            id: inspected.request_id().cloned(),
+            stateless: inspected.version.is_some_and(ProtocolVersion::is_stateless),
+        };
+        let mirrored = inspected.mirrored;
+        let gate_request = GateRequest {
+            upstream: &route.upstream,
+            client: &route.client,
+            headers: &parts.headers,
+            max_event_bytes: self.limits.max_sse_event_bytes.get(),
+        };
+        match self.gate.check(&gate_request, inspected.payload).await {
+            Verdict::Forward(payload, audit) => {
+                let hook = self.response_hook(route, &payload);
+                let upstream_request = upstream_request(
+                    &route.upstream,
+                    Method::POST,
+                    &parts.headers,
+                    Bytes::from(payload.to_vec()),
+                    &mirrored,
+                );
+                self.forward(route, asked.method, upstream_request, asked.id, hook, audit)
+                    .await
+            }
+            Verdict::Answer(result) => {
+                self.metrics
+                    .record_request(route.label, asked.method, "answered");
+                answer(&asked, Ok(result))
+            }
+            Verdict::AnswerError {
+                code,
+                message,
+                data,
+            } => {
+                self.metrics
+                    .record_request(route.label, asked.method, "answered");
+                answer(&asked, Err((code, message, data)))
+            }
+            Verdict::Refuse(error) => self.refuse(route, asked.method, error, asked.id.as_ref()),
+        }
+    }
+
+    fn response_hook(&self, route: &RouteTarget, payload: &Payload) -> Option<ResponseHook> {
+        let Payload::Single(Message::Request(request)) = payload else {
+            return None;
+        };
+        let first_page = request
+            .params
+            .as_ref()
+            .is_none_or(|p| p.get("cursor").is_none_or(Value::is_null));
+        ResponseHook::for_request(
+            &request.method,
+            &request.id,
+            first_page,
+            &route.upstream.name,
+            &self.gate,
+        )
     }
 
     async fn passthrough(
@@ -135,7 +204,8 @@ impl Shared {
             Bytes::new(),
             &[],
         );
-        self.forward(route, method, upstream_request, None).await
+        self.forward(route, method, upstream_request, None, None, None)
+            .await
     }
 
     async fn forward(
@@ -143,24 +213,44 @@ impl Shared {
         route: &RouteTarget,
         method: &'static str,
         upstream_request: Request<http_body_util::Full<Bytes>>,
-        id: Option<countersign_jsonrpc::message::RequestId>,
+        id: Option<RequestId>,
+        hook: Option<ResponseHook>,
+        audit: Option<Box<CallAudit>>,
     ) -> Response<ResponseBody> {
-        match relay(
+        // Every relayed stream is watched for list_changed, so the catalog never trusts a
+        // listing the upstream itself declared outdated.
+        let observer = RelayObserver {
+            gate: self.gate.clone(),
+            upstream: route.upstream.name.clone(),
+            hook,
+        };
+        let result = relay(
             &route.upstream,
             route.label,
             &route.client,
             upstream_request,
             &self.metrics,
             self.limits.max_sse_event_bytes.get(),
+            Some(observer),
         )
-        .await
-        {
+        .await;
+        match result {
             Ok(response) => {
                 self.metrics
                     .record_request(route.label, method, "forwarded");
+                if let Some(audit) = &audit {
+                    self.gate
+                        .audit_outcome(audit, &route.upstream.name, "forwarded");
+                }
                 response
             }
-            Err(error) => self.refuse(route, method, error, id.as_ref()),
+            Err(error) => {
+                if let Some(audit) = &audit {
+                    self.gate
+                        .audit_outcome(audit, &route.upstream.name, error.outcome());
+                }
+                self.refuse(route, method, error, id.as_ref())
+            }
         }
     }
 
@@ -169,11 +259,34 @@ impl Shared {
         route: &RouteTarget,
         method: &'static str,
         error: ProxyError,
-        id: Option<&countersign_jsonrpc::message::RequestId>,
+        id: Option<&RequestId>,
     ) -> Response<ResponseBody> {
         debug!(upstream = route.label, %error, side = error.side().as_str(), "request not forwarded");
         self.metrics
             .record_request(route.label, method, error.outcome());
         error.into_response(id)
     }
+}
+
+/// The gateway's own JSON-RPC answer to a request it did not forward.
+fn answer(asked: &Asked, outcome: Result<Value, (i64, String, Value)>) -> Response<ResponseBody> {
+    let body = match outcome {
+        Ok(mut result) => {
+            // 2026-07-28 results say whether they are complete.
+            if let (true, Value::Object(map)) = (asked.stateless, &mut result) {
+                map.insert("resultType".into(), Value::String("complete".into()));
+            }
+            let id = asked.id.as_ref().map_or(Value::Null, RequestId::to_value);
+            Bytes::from(json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string())
+        }
+        Err((code, message, data)) => {
+            Bytes::from(error_response(asked.id.as_ref(), code, message, Some(data)))
+        }
+    };
+    let mut response = Response::new(full(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }

@@ -34,6 +34,7 @@ pub mod code {
     pub const PARSE_ERROR: i64 = -32700;
     pub const INVALID_REQUEST: i64 = -32600;
     pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
     /// Generic transport-level refusal, as the MCP SDKs answer HTTP-level problems.
     pub const TRANSPORT: i64 = -32000;
@@ -86,6 +87,14 @@ pub enum ProxyError {
     BatchNotAllowed(String),
     #[error("method `{0}` is not an MCP method")]
     UnknownMethod(String),
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    #[error("batch refused whole: {0}")]
+    RiskyBatch(String),
+    #[error(
+        "the request carries no usable identity; it must come through the authenticating proxy"
+    )]
+    Unauthenticated,
     #[error("batch refused whole: {0}")]
     InvalidBatch(Box<ProxyError>),
     #[error("notification method `{0}` is not an MCP notification")]
@@ -138,6 +147,9 @@ impl ProxyError {
             | ProxyError::Json(_)
             | ProxyError::BatchNotAllowed(_)
             | ProxyError::UnknownMethod(_)
+            | ProxyError::InvalidParams(_)
+            | ProxyError::RiskyBatch(_)
+            | ProxyError::Unauthenticated
             | ProxyError::InvalidBatch(_)
             | ProxyError::UnknownNotification(_)
             | ProxyError::HeaderMismatch(_)
@@ -165,12 +177,14 @@ impl ProxyError {
             | ProxyError::Json(_)
             | ProxyError::BatchNotAllowed(_)
             | ProxyError::InvalidBatch(_)
+            | ProxyError::RiskyBatch(_)
             | ProxyError::UnknownNotification(_)
             | ProxyError::HeaderMismatch(_)
             | ProxyError::UnsupportedProtocolVersion(_) => StatusCode::BAD_REQUEST,
+            ProxyError::Unauthenticated => StatusCode::UNAUTHORIZED,
             // A request on the JSON-RPC layer: the answer is a JSON-RPC error, so SDK clients
             // surface "method not found" rather than an HTTP failure.
-            ProxyError::UnknownMethod(_) => StatusCode::OK,
+            ProxyError::UnknownMethod(_) | ProxyError::InvalidParams(_) => StatusCode::OK,
             ProxyError::HostNotAllowed(_) => StatusCode::MISDIRECTED_REQUEST,
             ProxyError::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
             ProxyError::TransferEncodingRefused => StatusCode::LENGTH_REQUIRED,
@@ -193,7 +207,9 @@ impl ProxyError {
             ProxyError::Json(e) => i64::from(e.jsonrpc_code()),
             ProxyError::BatchNotAllowed(_)
             | ProxyError::InvalidBatch(_)
+            | ProxyError::RiskyBatch(_)
             | ProxyError::UnknownNotification(_) => code::INVALID_REQUEST,
+            ProxyError::InvalidParams(_) => code::INVALID_PARAMS,
             ProxyError::UnknownMethod(_) => code::METHOD_NOT_FOUND,
             ProxyError::HeaderMismatch(_) => code::HEADER_MISMATCH,
             ProxyError::UnsupportedProtocolVersion(_) => code::UNSUPPORTED_PROTOCOL_VERSION,
@@ -212,7 +228,8 @@ impl ProxyError {
             | ProxyError::UnsupportedContentEncoding(_)
             | ProxyError::BodyTooLarge { .. }
             | ProxyError::BodyTimeout(_)
-            | ProxyError::BodyRead(_) => code::TRANSPORT,
+            | ProxyError::BodyRead(_)
+            | ProxyError::Unauthenticated => code::TRANSPORT,
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamTimeout { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }

@@ -19,7 +19,7 @@ use crate::body::{ResponseBody, full};
 use crate::config::{Upstream, UpstreamAuth};
 use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
-use crate::sse::SseRelay;
+use crate::sse::{RelayObserver, SseRelay};
 
 /// Connection-pooled HTTP client for one upstream.
 #[derive(Debug, Clone)]
@@ -166,6 +166,7 @@ pub async fn relay(
     request: Request<Full<Bytes>>,
     metrics: &ProxyMetrics,
     max_sse_event_bytes: usize,
+    observer: Option<RelayObserver>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let started = Instant::now();
     let response = client.send(upstream, request).await?;
@@ -190,9 +191,13 @@ pub async fn relay(
             HeaderValue::from_static("no"),
         );
         let guard = metrics.stream_opened(upstream_label);
-        SseRelay::new(body, max_sse_event_bytes, guard).boxed_unsync()
+        SseRelay::new(body, max_sse_event_bytes, guard, observer).boxed_unsync()
     } else {
-        full(buffer(upstream, body).await?)
+        let bytes = buffer(upstream, body).await?;
+        match observer.and_then(|mut o| o.observe(&bytes)) {
+            Some(edited) => full(edited),
+            None => full(bytes),
+        }
     };
     Ok(Response::from_parts(parts, body))
 }

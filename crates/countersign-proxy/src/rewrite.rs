@@ -5,9 +5,13 @@
 //! Edits apply to exactly one JSON-RPC response — the answer to the request the client sent —
 //! matched by its id, whether it arrives as a JSON body or as one event of an SSE stream.
 
+use std::sync::Arc;
+
 use countersign_jsonrpc::message::{Message, RequestId};
 use countersign_jsonrpc::strict::parse_strict;
 use serde_json::{Map, Value, json};
+
+use crate::gate::Gate;
 
 /// The argument name clients use to present a confirmation token.
 pub const TOKEN_ARGUMENT: &str = "confirmationToken";
@@ -29,6 +33,89 @@ pub enum ResponseEdit {
     ToolsList,
     /// Append [`INSTRUCTIONS`] to `result.instructions`.
     Instructions,
+}
+
+/// The edit for one forwarded request's response, plus what the gateway learns from it.
+#[derive(Debug, Clone)]
+pub struct ResponseHook {
+    pub id: RequestId,
+    pub edit: ResponseEdit,
+    pub upstream: String,
+    pub gate: Arc<Gate>,
+    /// The request asked for the first page; a result without `nextCursor` is then the whole
+    /// listing, and it is pinned.
+    pub first_page: bool,
+}
+
+impl ResponseHook {
+    /// The hook for a forwarded request, if its answer needs one.
+    pub fn for_request(
+        method: &str,
+        id: &RequestId,
+        first_page: bool,
+        upstream: &str,
+        gate: &Arc<Gate>,
+    ) -> Option<Self> {
+        let edit = match method {
+            "tools/list" => ResponseEdit::ToolsList,
+            "initialize" | "server/discover" => ResponseEdit::Instructions,
+            _ => return None,
+        };
+        Some(Self {
+            id: id.clone(),
+            edit,
+            upstream: upstream.to_owned(),
+            gate: gate.clone(),
+            first_page,
+        })
+    }
+
+    /// The edited message, or `None` to relay `body` as it is.
+    pub fn apply(&self, body: &[u8]) -> Option<Vec<u8>> {
+        if self.edit == ResponseEdit::ToolsList && self.first_page {
+            self.pin_complete_listing(body);
+        }
+        let gate = &self.gate;
+        let upstream = self.upstream.as_str();
+        edit_response(body, &self.id, self.edit, &|_, tool| {
+            gate.may_confirm(upstream, tool)
+        })
+    }
+
+    fn pin_complete_listing(&self, body: &[u8]) {
+        let Some(Ok(Message::Response(response))) =
+            parse_strict(body).ok().map(Message::from_value)
+        else {
+            return;
+        };
+        if response.id.as_ref() != Some(&self.id) {
+            return;
+        }
+        let Ok(Value::Object(result)) = &response.outcome else {
+            return;
+        };
+        let complete = result
+            .get("nextCursor")
+            .is_none_or(|c| c.is_null() || c.as_str() == Some(""));
+        if let (true, Some(Value::Array(tools))) = (complete, result.get("tools")) {
+            self.gate.catalog.observe(&self.upstream, tools);
+        }
+    }
+}
+
+/// Marks the upstream's catalog stale when a relayed message announces that its tools changed;
+/// the next call is then classified against a fresh listing.
+pub fn watch_list_changed(data: &str, upstream: &str, gate: &Gate) {
+    // Cheap filter first: almost no event is this notification.
+    if !data.contains("notifications/tools/list_changed") {
+        return;
+    }
+    if let Some(Ok(Message::Notification(n))) =
+        parse_strict(data.as_bytes()).ok().map(Message::from_value)
+        && n.method == "notifications/tools/list_changed"
+    {
+        gate.catalog.mark_stale(upstream);
+    }
 }
 
 /// Applies `edit` to `body` if it is the JSON-RPC response to `id`; returns the new body, or
@@ -53,17 +140,26 @@ pub fn edit_response(
     let Value::Object(result) = result else {
         return None;
     };
-    match edit {
+    let changed = match edit {
         ResponseEdit::ToolsList => add_token_property(result, may_confirm),
-        ResponseEdit::Instructions => append_instructions(result),
-    }
-    Some(Message::Response(response).to_vec())
+        ResponseEdit::Instructions => {
+            append_instructions(result);
+            true
+        }
+    };
+    // An unchanged message is relayed as the upstream wrote it.
+    changed.then(|| Message::Response(response).to_vec())
 }
 
-fn add_token_property(result: &mut Map<String, Value>, may_confirm: &dyn Fn(&str, &Value) -> bool) {
+/// Returns whether any schema changed.
+fn add_token_property(
+    result: &mut Map<String, Value>,
+    may_confirm: &dyn Fn(&str, &Value) -> bool,
+) -> bool {
     let Some(Value::Array(tools)) = result.get_mut("tools") else {
-        return;
+        return false;
     };
+    let mut changed = false;
     for tool in tools {
         let Some(name) = tool.get("name").and_then(Value::as_str).map(str::to_owned) else {
             continue;
@@ -93,7 +189,9 @@ fn add_token_property(result: &mut Map<String, Value>, may_confirm: &dyn Fn(&str
                                 Only send it after the person approved this exact call."
             }),
         );
+        changed = true;
     }
+    changed
 }
 
 fn append_instructions(result: &mut Map<String, Value>) {

@@ -9,13 +9,59 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use countersign_jsonrpc::sse::SseDecoder;
+use countersign_jsonrpc::sse::{SseDecoder, SseEvent, SseField};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tracing::debug;
 
 use crate::body::BoxError;
 use crate::metrics::StreamGuard;
+use crate::rewrite::{ResponseHook, watch_list_changed};
+use std::sync::Arc;
+
+use crate::gate::Gate;
+
+/// What the gateway watches for and edits in relayed messages.
+#[derive(Debug, Clone)]
+pub struct RelayObserver {
+    pub gate: Arc<Gate>,
+    pub upstream: String,
+    /// The edit for the answer to the forwarded request, dropped once it has been applied.
+    pub hook: Option<ResponseHook>,
+}
+
+impl RelayObserver {
+    /// Watches one message; returns its replacement when the hook edited it.
+    pub fn observe(&mut self, data: &[u8]) -> Option<Vec<u8>> {
+        if let Ok(text) = std::str::from_utf8(data) {
+            watch_list_changed(text, &self.upstream, &self.gate);
+        }
+        let edited = self.hook.as_ref()?.apply(data)?;
+        self.hook = None;
+        Some(edited)
+    }
+
+    fn observe_event(&mut self, event: &mut SseEvent) {
+        let Some(data) = event.data() else { return };
+        if let Some(edited) = self.observe(data.as_bytes()) {
+            let Ok(edited) = String::from_utf8(edited) else {
+                return;
+            };
+            // The edited message is compact JSON (no newlines), so one data line carries it;
+            // the other fields (id, event, retry) keep their places.
+            let mut replaced = false;
+            event.fields.retain_mut(|field| match field {
+                SseField::Data(value) if !replaced => {
+                    replaced = true;
+                    *value = edited.clone();
+                    true
+                }
+                SseField::Data(_) => false,
+                _ => true,
+            });
+        }
+    }
+}
 
 pin_project! {
     /// Response body that relays an upstream SSE body one event at a time.
@@ -24,6 +70,7 @@ pin_project! {
         upstream: B,
         decoder: SseDecoder,
         upstream_done: bool,
+        observer: Option<RelayObserver>,
         // Held for the lifetime of the stream so the open-streams gauge stays right.
         _guard: StreamGuard,
     }
@@ -38,11 +85,17 @@ impl<B> std::fmt::Debug for SseRelay<B> {
 }
 
 impl<B> SseRelay<B> {
-    pub fn new(upstream: B, max_event_bytes: usize, guard: StreamGuard) -> Self {
+    pub fn new(
+        upstream: B,
+        max_event_bytes: usize,
+        guard: StreamGuard,
+        observer: Option<RelayObserver>,
+    ) -> Self {
         Self {
             upstream,
             decoder: SseDecoder::new(max_event_bytes),
             upstream_done: false,
+            observer,
             _guard: guard,
         }
     }
@@ -66,7 +119,12 @@ where
             let mut out = Vec::new();
             loop {
                 match this.decoder.next_event() {
-                    Ok(Some(event)) => event.encode(&mut out),
+                    Ok(Some(mut event)) => {
+                        if let Some(observer) = this.observer.as_mut() {
+                            observer.observe_event(&mut event);
+                        }
+                        event.encode(&mut out)
+                    }
                     Ok(None) => break,
                     Err(error) => return Poll::Ready(Some(Err(Box::new(error)))),
                 }
@@ -91,10 +149,17 @@ where
                 None => {
                     *this.upstream_done = true;
                     let mut out = Vec::new();
-                    match this.decoder.finish() {
-                        Ok(Some(event)) => event.encode(&mut out),
-                        Ok(None) => {}
-                        Err(error) => return Poll::Ready(Some(Err(Box::new(error)))),
+                    loop {
+                        match this.decoder.finish() {
+                            Ok(Some(mut event)) => {
+                                if let Some(observer) = this.observer.as_mut() {
+                                    observer.observe_event(&mut event);
+                                }
+                                event.encode(&mut out)
+                            }
+                            Ok(None) => break,
+                            Err(error) => return Poll::Ready(Some(Err(Box::new(error)))),
+                        }
                     }
                     if !out.is_empty() {
                         return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));

@@ -8,6 +8,7 @@ use tower::ServiceBuilder;
 use crate::config::ProxyConfig;
 use crate::endpoint::{McpEndpoints, RouteTarget};
 use crate::forward::UpstreamClient;
+use crate::gate::Gate;
 use crate::hardening::{Hardening, HardeningLayer, HardeningRules};
 use crate::metrics::ProxyMetrics;
 
@@ -16,7 +17,11 @@ pub type GatewayService = Hardening<McpEndpoints>;
 
 /// Builds the request path for `config`. Upstream names become `'static` metric labels once, at
 /// start-up, so recording a request never allocates.
-pub fn gateway_service(config: &ProxyConfig, metrics: ProxyMetrics) -> GatewayService {
+pub fn gateway_service(
+    config: &ProxyConfig,
+    metrics: ProxyMetrics,
+    gate: Arc<Gate>,
+) -> GatewayService {
     let labels: Vec<&'static str> = config
         .routes
         .iter()
@@ -49,7 +54,13 @@ pub fn gateway_service(config: &ProxyConfig, metrics: ProxyMetrics) -> GatewaySe
         // Framing, routing, Host and Origin checks come first: nothing may read the body of a
         // request that is smuggled, misrouted, or sent by a foreign page.
         .layer(HardeningLayer::new(Arc::new(rules)))
-        // Innermost: bounded body read, the one strict parse, and forwarding of its
-        // re-serialization (the endpoint owns the parse so the parsed value never leaves it).
-        .service(McpEndpoints::new(targets, config.limits.clone(), metrics))
+        // Innermost: bounded body read, the one strict parse, the approval gate judging that
+        // parsed value, and forwarding of its re-serialization — one owner, so what is judged
+        // and what is forwarded can never differ.
+        .service(McpEndpoints::new(
+            targets,
+            config.limits.clone(),
+            metrics,
+            gate,
+        ))
 }

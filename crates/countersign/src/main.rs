@@ -6,7 +6,9 @@
 
 #![forbid(unsafe_code)]
 
+mod check;
 mod demo;
+mod token;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +39,15 @@ enum Command {
     Serve(ServeArgs),
     /// Start a demo store MCP server with the gateway in front of it, and print how to try it.
     Demo(DemoArgs),
+    /// Validate a configuration and its policy, and explain the decision for every tool.
+    Check(check::CheckArgs),
+    /// Print a new signing key entry (`kid:key`) for COUNTERSIGN_SIGNING_KEYS or a key file.
+    Keygen,
+    /// Work with confirmation tokens.
+    Token {
+        #[command(subcommand)]
+        command: token::TokenCommand,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -57,6 +68,12 @@ struct ServeArgs {
     /// YAML configuration file; flags override its values.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Policy file. Default: the built-in defaults (reads pass, everything else is held).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Audit trail: `-` for stdout, a file to append to, or `off`. Default stdout.
+    #[arg(long, value_name = "PATH|-|off")]
+    audit: Option<String>,
     /// Log format: text or json.
     #[arg(long, value_name = "FORMAT")]
     log_format: Option<String>,
@@ -88,6 +105,12 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve(args).await,
             Command::Demo(args) => demo::run(&args.listen, &args.admin).await,
+            Command::Check(args) => check::run(args).await,
+            Command::Keygen => {
+                println!("{}", countersign_token::keygen_entry());
+                Ok(())
+            }
+            Command::Token { command } => token::run(command),
         }
     });
     match result {
@@ -105,7 +128,7 @@ fn main() -> ExitCode {
 
 /// Splits failures by exit code.
 #[derive(Debug)]
-enum Failure {
+pub(crate) enum Failure {
     Config(anyhow::Error),
     Runtime(anyhow::Error),
 }
@@ -117,6 +140,8 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
     };
     raw.apply(Overrides {
         upstream: args.upstream,
+        policy: args.policy,
+        audit: args.audit,
         path: args.path,
         listen: args.listen,
         admin: args.admin,

@@ -13,11 +13,13 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// Gateway on 127.0.0.1:0 with the admin listener off, in front of `upstream`, with extra
-    /// YAML lines appended to the config (for limits and policies).
+    /// Gateway on 127.0.0.1:0 with the admin listener off and the allow-all policy (these tests
+    /// are about transport, not approval), in front of `upstream`, with extra YAML lines
+    /// appended to the upstream entry (then top-level keys may follow).
     pub async fn start(upstream: RecordingUpstream, extra_yaml: &str) -> Self {
         let yaml = format!(
-            "listen: 127.0.0.1:0\nadmin: 'off'\nupstreams:\n  - name: store\n    url: {}\n{extra_yaml}",
+            "listen: 127.0.0.1:0\nadmin: 'off'\naudit: {{ path: 'off' }}\npolicy: {}\nupstreams:\n  - name: store\n    url: {}\n{extra_yaml}",
+            policy_path("allow-all.yaml").display(),
             upstream.url()
         );
         Self::from_yaml(upstream, &yaml).await
@@ -39,6 +41,13 @@ impl Harness {
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.gateway.addr)
     }
+}
+
+/// A file of the repository's `policies/`.
+pub fn policy_path(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../policies")
+        .join(name)
 }
 
 /// A raw POST with the given body and extra header lines, `Connection: close`.

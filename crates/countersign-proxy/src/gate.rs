@@ -1,0 +1,880 @@
+//! The approval gate: classifies every call that can change the world (`tools/call`, and
+//! `prompts/get` / `resources/read` when policy names them) against the policy and the pinned
+//! tool catalog, and lets a risky call through only with a valid, unspent confirmation that is
+//! bound to exactly this call.
+//!
+//! Order matters and is fixed: classify → (token) verify MAC → check the binding against this
+//! request → refuse unsafe numbers → consume the `jti` once → forward. The consume comes last so
+//! a token is never burnt by a request that fails a cheaper check, and nothing is forwarded when
+//! the replay store cannot answer (fail closed).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use countersign_jsonrpc::message::{Message, Payload, Request};
+use countersign_policy::{
+    Action, Approval, CallFacts, Catalog, Decision, Method, PinnedTool, Policy, Principal,
+};
+use countersign_store::{Consumption, ReplayStore};
+use countersign_token::{
+    Claims, Expectation, Keyring, TokenRejection, VerifyRules, arguments_hash, check_binding,
+    check_safe_numbers, mint, new_jti, normalize_numbers, verify,
+};
+use http::{HeaderMap, HeaderName};
+use serde_json::{Map, Value};
+use tracing::{debug, info, warn};
+
+use crate::audit::{AuditRecord, AuditSink, timestamp};
+use crate::catalog_fetch::{CallerContext, list_tools};
+use crate::config::Upstream;
+use crate::error::ProxyError;
+use crate::forward::UpstreamClient;
+use crate::results::{self, Held, Refusal};
+use crate::rewrite::{TOKEN_ARGUMENT, TOKEN_META};
+
+/// The channel name bound into tokens handed to the model.
+const TOKEN_CHANNEL: &str = "token";
+/// `tdh` for a tool the catalog does not know: a later pin of that tool changes it, so a token
+/// minted for an unknown tool stops working once the tool's real definition is known.
+const UNKNOWN_DEFINITION: &str = "unknown";
+
+/// Where the caller's identity comes from.
+#[derive(Debug, Clone, Default)]
+pub struct Identity {
+    /// Trusted header naming the principal, set by an authenticating proxy in front of the
+    /// gateway. `None`: every caller is `anonymous`.
+    pub header: Option<HeaderName>,
+    /// Trusted header with comma-separated group names.
+    pub groups_header: Option<HeaderName>,
+}
+
+impl Identity {
+    /// The caller, or `None` when the identity header is configured but absent or unusable.
+    pub fn principal(&self, headers: &HeaderMap) -> Option<Principal> {
+        let Some(header) = &self.header else {
+            return Some(Principal {
+                id: "anonymous".into(),
+                groups: Vec::new(),
+            });
+        };
+        let id = headers.get(header)?.to_str().ok()?.trim();
+        if id.is_empty() {
+            return None;
+        }
+        let groups = self
+            .groups_header
+            .as_ref()
+            .and_then(|h| headers.get(h))
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|g| !g.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(Principal {
+            id: id.to_owned(),
+            groups,
+        })
+    }
+}
+
+/// The current policy; replaced whole on reload, so a request sees one policy throughout.
+#[derive(Debug, Default)]
+pub struct PolicyHandle(RwLock<Arc<Policy>>);
+
+impl PolicyHandle {
+    pub fn new(policy: Policy) -> Self {
+        Self(RwLock::new(Arc::new(policy)))
+    }
+
+    pub fn current(&self) -> Arc<Policy> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn replace(&self, policy: Policy) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+    }
+}
+
+/// The pinned catalog with its refresh bookkeeping.
+#[derive(Debug, Default)]
+pub struct CatalogState {
+    catalog: RwLock<Catalog>,
+    /// Upstreams that announced `notifications/tools/list_changed` since their last listing.
+    stale: Mutex<HashSet<String>>,
+    /// One listing at a time per upstream, so a burst of calls to an unknown tool costs one.
+    refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl CatalogState {
+    pub fn get(&self, upstream: &str, tool: &str) -> Option<PinnedTool> {
+        self.catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(upstream, tool)
+            .cloned()
+    }
+
+    pub fn mark_stale(&self, upstream: &str) {
+        self.stale
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(upstream.to_owned());
+    }
+
+    fn is_stale(&self, upstream: &str) -> bool {
+        self.stale
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(upstream)
+    }
+
+    /// Pins one complete listing.
+    pub fn observe(&self, upstream: &str, tools: &[Value]) {
+        let events = self
+            .catalog
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(upstream, tools);
+        self.stale
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(upstream);
+        for event in events {
+            info!(?event, "tool catalog changed");
+        }
+    }
+
+    fn refresh_lock(&self, upstream: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.refreshing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(upstream.to_owned())
+            .or_default()
+            .clone()
+    }
+}
+
+/// Signing, replay and identity settings of the gate.
+#[derive(Debug, Clone)]
+pub struct GateSettings {
+    /// Deployment id, the tokens' `iss`.
+    pub issuer: String,
+    pub keyring: Arc<Keyring>,
+    pub store: Arc<dyn ReplayStore>,
+    pub identity: Identity,
+    pub audit: AuditSink,
+    /// Clock skew tolerated on token times, seconds.
+    pub leeway_secs: u64,
+}
+
+/// Shared by every route of a listener.
+#[derive(Debug)]
+pub struct Gate {
+    pub settings: GateSettings,
+    pub policy: Arc<PolicyHandle>,
+    pub catalog: Arc<CatalogState>,
+}
+
+/// What the endpoint does with a POST after the gate.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Forward this payload (the token stripped, risky arguments in canonical form).
+    Forward(Payload, Option<Box<CallAudit>>),
+    /// Answer the client with this JSON-RPC result; nothing goes upstream.
+    Answer(Value),
+    /// Answer the client with this JSON-RPC error object; nothing goes upstream.
+    AnswerError {
+        code: i64,
+        message: String,
+        data: Value,
+    },
+    /// Refuse at the HTTP level.
+    Refuse(ProxyError),
+}
+
+/// What the endpoint needs to write the outcome line of a forwarded call.
+#[derive(Debug)]
+pub struct CallAudit {
+    pub principal: String,
+    pub session: Option<String>,
+    pub method: &'static str,
+    pub target: String,
+    pub risk: &'static str,
+    pub rule: String,
+    pub action: &'static str,
+    pub channel: Option<&'static str>,
+    pub jti: Option<String>,
+    pub args_hash: Option<String>,
+    pub started: Instant,
+}
+
+/// The request being judged, with what the gate needs from around it.
+#[derive(Debug)]
+pub struct GateRequest<'a> {
+    pub upstream: &'a Upstream,
+    pub client: &'a UpstreamClient,
+    pub headers: &'a HeaderMap,
+    pub max_event_bytes: usize,
+}
+
+/// The call-like requests the gate judges, with where each keeps its target and arguments.
+fn gated_method(method: &str) -> Option<Method> {
+    match method {
+        "tools/call" => Some(Method::ToolsCall),
+        "prompts/get" => Some(Method::PromptsGet),
+        "resources/read" => Some(Method::ResourcesRead),
+        _ => None,
+    }
+}
+
+impl Gate {
+    pub async fn check(&self, request: &GateRequest<'_>, payload: Payload) -> Verdict {
+        match payload {
+            Payload::Single(Message::Request(call)) if gated_method(&call.method).is_some() => {
+                self.check_call(request, call).await
+            }
+            Payload::Batch(messages) => self.check_batch(request, messages).await,
+            other => Verdict::Forward(other, None),
+        }
+    }
+
+    /// A batch is forwarded only when every call in it would be allowed on its own: a held
+    /// call cannot be answered inside a batch, so the batch is refused whole.
+    async fn check_batch(&self, request: &GateRequest<'_>, messages: Vec<Message>) -> Verdict {
+        let Some(principal) = self.settings.identity.principal(request.headers) else {
+            return Verdict::Refuse(ProxyError::Unauthenticated);
+        };
+        let policy = self.policy.current();
+        for message in &messages {
+            let Message::Request(call) = message else {
+                continue;
+            };
+            let Some(method) = gated_method(&call.method) else {
+                continue;
+            };
+            let parts = match CallParts::of(call, method) {
+                Ok(parts) => parts,
+                Err(error) => return Verdict::Refuse(error),
+            };
+            if parts.meta_token.is_some() || parts.argument_token.is_some() {
+                return Verdict::Refuse(ProxyError::RiskyBatch(format!(
+                    "`{}` carries a confirmation token; confirmations are redeemed one call per request",
+                    parts.target
+                )));
+            }
+            let pinned = self.pinned_tool(request, &parts, call).await;
+            let decision = classify(
+                &policy,
+                request.upstream,
+                &parts,
+                &principal,
+                pinned.as_ref(),
+            );
+            if decision.action != Action::Allow {
+                return Verdict::Refuse(ProxyError::RiskyBatch(format!(
+                    "`{}` is {} by rule `{}`; send that call on its own",
+                    parts.target,
+                    if decision.action == Action::Deny {
+                        "denied"
+                    } else {
+                        "held for confirmation"
+                    },
+                    decision.rule
+                )));
+            }
+        }
+        Verdict::Forward(Payload::Batch(messages), None)
+    }
+
+    async fn check_call(&self, request: &GateRequest<'_>, call: Request) -> Verdict {
+        let started = Instant::now();
+        let Some(method) = gated_method(&call.method) else {
+            return Verdict::Forward(Payload::Single(Message::Request(call)), None);
+        };
+        let Some(principal) = self.settings.identity.principal(request.headers) else {
+            return Verdict::Refuse(ProxyError::Unauthenticated);
+        };
+        let parts = match CallParts::of(&call, method) {
+            Ok(parts) => parts,
+            Err(error) => return Verdict::Refuse(error),
+        };
+        let policy = self.policy.current();
+        let pinned = self.pinned_tool(request, &parts, &call).await;
+        let parts = parts.with_definition(pinned.as_ref());
+        let decision = classify(
+            &policy,
+            request.upstream,
+            &parts,
+            &principal,
+            pinned.as_ref(),
+        );
+        let session = request
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let ctx = Context {
+            upstream: &request.upstream.name,
+            principal: &principal,
+            session: session.as_deref(),
+            method,
+            parts: &parts,
+            decision: &decision,
+            pinned: pinned.as_ref(),
+        };
+        if let Some(error) = &decision.condition_error {
+            warn!(rule = %decision.rule, error = %error, "policy condition failed; decided fail-closed");
+        }
+
+        match decision.action {
+            Action::Allow => {
+                self.audit(&ctx, "decision", "allowed", None, None);
+                let audit = ctx.call_audit(started, None, None, None);
+                Verdict::Forward(
+                    Payload::Single(Message::Request(parts.strip_token(call))),
+                    Some(Box::new(audit)),
+                )
+            }
+            Action::Deny => {
+                self.audit(&ctx, "decision", "denied", None, None);
+                let message = match &decision.reason {
+                    Some(reason) => {
+                        format!("This call is not allowed by policy, so nothing was sent: {reason}")
+                    }
+                    None => {
+                        "This call is not allowed by policy, so nothing was sent. Do not retry it."
+                            .to_owned()
+                    }
+                };
+                ctx.refusal("denied", "policy_denied", message)
+            }
+            Action::Confirm => match parts.presented_token() {
+                None => self.hold(&ctx),
+                Some(token) => {
+                    let token = token.to_owned();
+                    self.redeem(&ctx, call, &token, started).await
+                }
+            },
+        }
+    }
+
+    /// The pinned definition of the call's tool, listing the upstream's tools first when the
+    /// tool is unknown or the upstream announced a change. Listing failures leave it unknown,
+    /// which is the strictest class.
+    async fn pinned_tool(
+        &self,
+        request: &GateRequest<'_>,
+        parts: &CallParts,
+        call: &Request,
+    ) -> Option<PinnedTool> {
+        if parts.method != Method::ToolsCall {
+            return None;
+        }
+        let upstream = &request.upstream.name;
+        if !self.catalog.is_stale(upstream)
+            && let Some(pin) = self.catalog.get(upstream, &parts.target)
+        {
+            return Some(pin);
+        }
+        let lock = self.catalog.refresh_lock(upstream);
+        let _guard = lock.lock().await;
+        // Another request may have listed while this one waited.
+        if !self.catalog.is_stale(upstream)
+            && let Some(pin) = self.catalog.get(upstream, &parts.target)
+        {
+            return Some(pin);
+        }
+        let caller = CallerContext {
+            headers: request.headers.clone(),
+            stateless_meta: stateless_meta(call),
+        };
+        match list_tools(
+            request.upstream,
+            request.client,
+            &caller,
+            request.max_event_bytes,
+        )
+        .await
+        {
+            Ok(tools) => self.catalog.observe(upstream, &tools),
+            Err(error) => {
+                warn!(%error, upstream = %upstream, "could not list tools; treating the tool as unknown")
+            }
+        }
+        self.catalog.get(upstream, &parts.target)
+    }
+
+    fn hold(&self, ctx: &Context<'_>) -> Verdict {
+        if ctx.decision.approval == Approval::Human {
+            self.audit(
+                ctx,
+                "decision",
+                "rejected:human_approval_unavailable",
+                None,
+                None,
+            );
+            return ctx.refusal(
+                "rejected",
+                "human_approval_unavailable",
+                results::rejection_message("human_approval_unavailable", &ctx.parts.target),
+            );
+        }
+        let arguments = ctx.parts.arguments_without_token();
+        let ah = match arguments_hash(&arguments) {
+            Ok(ah) => ah,
+            Err(error) => {
+                debug!(%error, "unsafe numbers in risky arguments");
+                self.audit(ctx, "decision", "rejected:unsafe_arguments", None, None);
+                return ctx.refusal(
+                    "rejected",
+                    "unsafe_arguments",
+                    results::rejection_message("unsafe_arguments", &ctx.parts.target),
+                );
+            }
+        };
+        let now = unix_now();
+        let ttl = ctx.decision.ttl.as_secs().max(1);
+        let claims = Claims {
+            v: 1,
+            iss: self.settings.issuer.clone(),
+            sub: ctx.principal.id.clone(),
+            sid: ctx.session.map(str::to_owned),
+            up: ctx.upstream.to_owned(),
+            m: ctx.method.as_str().to_owned(),
+            tool: ctx.parts.target.clone(),
+            ah: ah.clone(),
+            tdh: ctx.definition_hash(),
+            rule: ctx.decision.rule.clone(),
+            ch: TOKEN_CHANNEL.to_owned(),
+            iat: now,
+            exp: now + ttl,
+            jti: new_jti(),
+            st: None,
+        };
+        let token = mint(&self.settings.keyring, &claims);
+        self.audit(ctx, "decision", "held", Some(&claims.jti), Some(&ah));
+        let summary = ctx
+            .decision
+            .summary
+            .clone()
+            .unwrap_or_else(|| format!("run {} on {}", ctx.parts.target, ctx.upstream));
+        let held = Held {
+            token: &token,
+            tool: &ctx.parts.target,
+            upstream: ctx.upstream,
+            risk: ctx.decision.risk.as_str(),
+            rule: &ctx.decision.rule,
+            summary: &summary,
+            arguments: &arguments,
+            expires_in_secs: ttl,
+            token_as_argument: ctx.parts.token_argument_is_ours,
+        };
+        match ctx.method {
+            Method::ToolsCall => Verdict::Answer(results::held(&held, ctx.has_output_schema())),
+            Method::PromptsGet | Method::ResourcesRead => {
+                let result = results::held(&held, true);
+                let data = result["_meta"][results::CONFIRMATION_META].clone();
+                Verdict::AnswerError {
+                    code: HELD_ERROR_CODE,
+                    message: result["content"][0]["text"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    data,
+                }
+            }
+        }
+    }
+
+    async fn redeem(
+        &self,
+        ctx: &Context<'_>,
+        call: Request,
+        token: &str,
+        started: Instant,
+    ) -> Verdict {
+        let reject = |code: &str| {
+            self.audit(ctx, "outcome", &format!("rejected:{code}"), None, None);
+            ctx.refusal(
+                "rejected",
+                code,
+                results::rejection_message(code, &ctx.parts.target),
+            )
+        };
+        let rules = VerifyRules {
+            leeway_secs: self.settings.leeway_secs,
+            max_ttl_secs: countersign_policy::MAX_TOKEN_TTL.as_secs(),
+        };
+        let claims = match verify(&self.settings.keyring, token, unix_now(), &rules) {
+            Ok(claims) => claims,
+            Err(rejection) => return reject(rejection.code()),
+        };
+        let arguments = ctx.parts.arguments_without_token();
+        let Ok(ah) = arguments_hash(&arguments) else {
+            return reject("unsafe_arguments");
+        };
+        let tdh = ctx.definition_hash();
+        let expected = Expectation {
+            sub: &ctx.principal.id,
+            sid: ctx.session,
+            up: ctx.upstream,
+            m: ctx.method.as_str(),
+            tool: &ctx.parts.target,
+            ah: &ah,
+            tdh: &tdh,
+        };
+        if let Err(rejection) = check_binding(&claims, &expected) {
+            return reject(rejection.code());
+        }
+        if claims.iss != self.settings.issuer {
+            return reject(TokenRejection::BadSignature.code());
+        }
+        if check_safe_numbers(&arguments).is_err() {
+            return reject("unsafe_arguments");
+        }
+        // Last check before forwarding: spend the token. Any store failure refuses.
+        let expires_at_ms = (claims.exp + self.settings.leeway_secs + 1) * 1000;
+        match self
+            .settings
+            .store
+            .consume(&claims.jti, expires_at_ms)
+            .await
+        {
+            Ok(Consumption::First) => {}
+            Ok(Consumption::AlreadySpent) => return reject("replayed"),
+            Err(error) => {
+                warn!(%error, "replay store failed; refusing the confirmed call");
+                return reject("store_unavailable");
+            }
+        }
+        self.audit(ctx, "decision", "confirmed", Some(&claims.jti), Some(&ah));
+        let mut forwarded = ctx.parts.strip_token(call);
+        // The upstream must receive exactly what was hashed and shown, not `1.0` where the
+        // person approved `1`.
+        if let Some(Value::Object(args)) = forwarded
+            .params
+            .as_mut()
+            .and_then(|p| p.get_mut("arguments"))
+        {
+            let mut value = Value::Object(std::mem::take(args));
+            if normalize_numbers(&mut value).is_err() {
+                return reject("unsafe_arguments");
+            }
+            if let Value::Object(normalized) = value {
+                *args = normalized;
+            }
+        }
+        let audit = ctx.call_audit(started, Some(TOKEN_CHANNEL), Some(claims.jti), Some(ah));
+        Verdict::Forward(
+            Payload::Single(Message::Request(forwarded)),
+            Some(Box::new(audit)),
+        )
+    }
+
+    fn audit(
+        &self,
+        ctx: &Context<'_>,
+        event: &'static str,
+        outcome: &str,
+        jti: Option<&str>,
+        args_hash: Option<&str>,
+    ) {
+        let include = self.settings.audit.include_arguments();
+        self.settings.audit.record(&AuditRecord {
+            ts: timestamp(SystemTime::now()),
+            event,
+            principal: &ctx.principal.id,
+            upstream: ctx.upstream,
+            method: ctx.method.as_str(),
+            tool: &ctx.parts.target,
+            session: ctx.session,
+            risk: Some(ctx.decision.risk.as_str()),
+            rule: Some(&ctx.decision.rule),
+            action: Some(ctx.decision.action.as_str()),
+            channel: (ctx.decision.action == Action::Confirm).then_some(TOKEN_CHANNEL),
+            jti,
+            args_hash,
+            outcome,
+            latency_ms: None,
+            arguments: include.then_some(&ctx.parts.arguments),
+        });
+    }
+
+    /// Writes the outcome line of a forwarded call.
+    pub fn audit_outcome(&self, audit: &CallAudit, upstream: &str, outcome: &str) {
+        self.settings.audit.record(&AuditRecord {
+            ts: timestamp(SystemTime::now()),
+            event: "outcome",
+            principal: &audit.principal,
+            upstream,
+            method: audit.method,
+            tool: &audit.target,
+            session: audit.session.as_deref(),
+            risk: Some(audit.risk),
+            rule: Some(&audit.rule),
+            action: Some(audit.action),
+            channel: audit.channel,
+            jti: audit.jti.as_deref(),
+            args_hash: audit.args_hash.as_deref(),
+            outcome,
+            latency_ms: Some(audit.started.elapsed().as_secs_f64() * 1000.0),
+            arguments: None,
+        });
+    }
+
+    /// Whether a listed tool may be held, so `tools/list` offers it the token argument.
+    pub fn may_confirm(&self, upstream: &str, tool: &Value) -> bool {
+        let policy = self.policy.current();
+        policy
+            .explain(upstream, std::slice::from_ref(tool))
+            .first()
+            .is_none_or(|e| e.action == Action::Confirm || !e.conditional_rules.is_empty())
+    }
+}
+
+/// JSON-RPC error code for a held `prompts/get` / `resources/read` (they have no result shape
+/// that can say "held"); the confirmation is in the error's `data`.
+pub const HELD_ERROR_CODE: i64 = -32011;
+/// JSON-RPC error code for a refused or denied `prompts/get` / `resources/read`.
+pub const REFUSED_ERROR_CODE: i64 = -32010;
+
+fn classify(
+    policy: &Policy,
+    upstream: &Upstream,
+    parts: &CallParts,
+    principal: &Principal,
+    pinned: Option<&PinnedTool>,
+) -> Decision {
+    policy.classify(&CallFacts {
+        upstream: &upstream.name,
+        method: parts.method,
+        target: &parts.target,
+        arguments: &parts.arguments,
+        principal,
+        tool: pinned,
+    })
+}
+
+/// The `_meta` a 2026-07-28 request carries for the gateway's own listing: its protocol version
+/// and client capabilities, never a progress token or the confirmation.
+fn stateless_meta(call: &Request) -> Option<Map<String, Value>> {
+    let meta = call.params.as_ref()?.get("_meta")?.as_object()?;
+    let version = meta.get(countersign_jsonrpc::mcp::META_PROTOCOL_VERSION)?;
+    let mut out = Map::new();
+    out.insert(
+        countersign_jsonrpc::mcp::META_PROTOCOL_VERSION.to_owned(),
+        version.clone(),
+    );
+    if let Some(capabilities) = meta.get(countersign_jsonrpc::mcp::META_CLIENT_CAPABILITIES) {
+        out.insert(
+            countersign_jsonrpc::mcp::META_CLIENT_CAPABILITIES.to_owned(),
+            capabilities.clone(),
+        );
+    }
+    Some(out)
+}
+
+/// The target, arguments and presented token of a gated call.
+#[derive(Debug)]
+struct CallParts {
+    method: Method,
+    target: String,
+    /// `arguments` as sent (`Null` when absent).
+    arguments: Value,
+    /// `_meta["countersign/confirmationToken"]`: works for every tool and method.
+    meta_token: Option<String>,
+    /// `arguments.confirmationToken`, when a string.
+    argument_token: Option<String>,
+    /// Whether `arguments.confirmationToken` is the gateway's (a `tools/call` whose tool declares
+    /// no argument of that name), so it is read and stripped rather than left for the tool.
+    token_argument_is_ours: bool,
+}
+
+impl CallParts {
+    fn of(call: &Request, method: Method) -> Result<Self, ProxyError> {
+        let params = call.params.as_ref();
+        let target_key = if method == Method::ResourcesRead {
+            "uri"
+        } else {
+            "name"
+        };
+        let target = params
+            .and_then(|p| p.get(target_key))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ProxyError::InvalidParams(format!(
+                    "{} needs a string `params.{target_key}`",
+                    method.as_str()
+                ))
+            })?
+            .to_owned();
+        let arguments = match params.and_then(|p| p.get("arguments")) {
+            None | Some(Value::Null) => Value::Null,
+            Some(Value::Object(args)) => Value::Object(args.clone()),
+            Some(_) => {
+                return Err(ProxyError::InvalidParams(
+                    "`params.arguments` must be an object".into(),
+                ));
+            }
+        };
+        let meta_token = match params
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(TOKEN_META))
+        {
+            None => None,
+            Some(Value::String(token)) => Some(token.clone()),
+            Some(_) => {
+                return Err(ProxyError::InvalidParams(format!(
+                    "`_meta.{TOKEN_META}` must be a string"
+                )));
+            }
+        };
+        let argument_token = arguments
+            .get(TOKEN_ARGUMENT)
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Ok(Self {
+            method,
+            target,
+            arguments,
+            meta_token,
+            argument_token,
+            token_argument_is_ours: method == Method::ToolsCall,
+        })
+    }
+
+    /// Settles whose `confirmationToken` argument it is, once the tool's definition is known:
+    /// a tool that declares one keeps it, and only the `_meta` form is read.
+    fn with_definition(mut self, pinned: Option<&PinnedTool>) -> Self {
+        let tool_declares_it = pinned
+            .and_then(|p| p.definition.get("inputSchema"))
+            .and_then(|s| s.get("properties"))
+            .and_then(|p| p.get(TOKEN_ARGUMENT))
+            .is_some();
+        if tool_declares_it {
+            self.token_argument_is_ours = false;
+        }
+        self
+    }
+
+    fn presented_token(&self) -> Option<&str> {
+        self.meta_token.as_deref().or(self
+            .argument_token
+            .as_deref()
+            .filter(|_| self.token_argument_is_ours))
+    }
+
+    /// The arguments the upstream should see, which are also what is hashed.
+    fn arguments_without_token(&self) -> Value {
+        match &self.arguments {
+            Value::Object(args) if self.token_argument_is_ours => {
+                let mut args = args.clone();
+                args.remove(TOKEN_ARGUMENT);
+                Value::Object(args)
+            }
+            Value::Null => Value::Object(Map::new()),
+            other => other.clone(),
+        }
+    }
+
+    /// The request with the gateway's token removed from `_meta` and (when ours) `arguments`.
+    fn strip_token(&self, mut call: Request) -> Request {
+        if let Some(params) = call.params.as_mut() {
+            if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+                meta.remove(TOKEN_META);
+            }
+            if self.token_argument_is_ours
+                && let Some(Value::Object(args)) = params.get_mut("arguments")
+            {
+                args.remove(TOKEN_ARGUMENT);
+            }
+        }
+        call
+    }
+}
+
+/// Everything known about one gated call, for answers and audit lines.
+struct Context<'a> {
+    upstream: &'a str,
+    principal: &'a Principal,
+    session: Option<&'a str>,
+    method: Method,
+    parts: &'a CallParts,
+    decision: &'a Decision,
+    pinned: Option<&'a PinnedTool>,
+}
+
+impl Context<'_> {
+    fn definition_hash(&self) -> String {
+        match self.pinned {
+            Some(pin) => countersign_token::definition_hash(&pin.definition),
+            None => UNKNOWN_DEFINITION.to_owned(),
+        }
+    }
+
+    fn has_output_schema(&self) -> bool {
+        self.pinned.is_some_and(|p| {
+            p.definition
+                .get("outputSchema")
+                .is_some_and(|s| !s.is_null())
+        })
+    }
+
+    fn refusal(&self, status: &'static str, code: &str, message: String) -> Verdict {
+        let refusal = Refusal {
+            status,
+            code,
+            tool: &self.parts.target,
+            upstream: self.upstream,
+            message,
+            rule: Some(&self.decision.rule),
+        };
+        match self.method {
+            Method::ToolsCall => {
+                Verdict::Answer(results::refused(&refusal, self.has_output_schema()))
+            }
+            Method::PromptsGet | Method::ResourcesRead => {
+                let result = results::refused(&refusal, true);
+                Verdict::AnswerError {
+                    code: REFUSED_ERROR_CODE,
+                    message: refusal.message.clone(),
+                    data: result["_meta"][results::CONFIRMATION_META].clone(),
+                }
+            }
+        }
+    }
+
+    fn call_audit(
+        &self,
+        started: Instant,
+        channel: Option<&'static str>,
+        jti: Option<String>,
+        args_hash: Option<String>,
+    ) -> CallAudit {
+        CallAudit {
+            principal: self.principal.id.clone(),
+            session: self.session.map(str::to_owned),
+            method: self.method.as_str(),
+            target: self.parts.target.clone(),
+            risk: self.decision.risk.as_str(),
+            rule: self.decision.rule.clone(),
+            action: self.decision.action.as_str(),
+            channel,
+            jti,
+            args_hash,
+            started,
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
