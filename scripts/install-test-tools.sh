@@ -64,6 +64,10 @@ apt_install() {
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
 	apt_install redis-server
 fi
+# The demo walkthrough test runs the printed curl commands.
+if ! command -v curl >/dev/null 2>&1; then
+	apt_install curl
+fi
 REDIS_SERVER_BIN="$(command -v redis-server)" || die "redis-server is still missing after apt-get install"
 
 # --- Node 22 ----------------------------------------------------------------------

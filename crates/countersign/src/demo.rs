@@ -9,6 +9,9 @@ use tokio::sync::oneshot;
 
 use crate::Failure;
 
+/// `policies/store.yaml`, the policy the walkthrough explains.
+const DEMO_POLICY: &str = include_str!("../../../policies/store.yaml");
+
 pub(crate) async fn run(listen: &str, admin: &str) -> Result<(), Failure> {
     let store_listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -26,8 +29,12 @@ pub(crate) async fn run(listen: &str, admin: &str) -> Result<(), Failure> {
     let yaml = format!(
         "listen: {listen}\nadmin: '{admin}'\nupstreams:\n  - name: store\n    url: http://{store_addr}/mcp\n"
     );
-    let config = RawConfig::from_yaml(&yaml)
+    let mut config = RawConfig::from_yaml(&yaml)
         .and_then(RawConfig::validate)
+        .map_err(Failure::Config)?;
+    // The demo ships its policy inside the binary, so it needs no files.
+    config.approval.policy = countersign_policy::Policy::from_yaml(DEMO_POLICY)
+        .context("the built-in demo policy")
         .map_err(Failure::Config)?;
     telemetry::init(config.log_format);
     let gateway = RunningGateway::start(config)
@@ -50,28 +57,39 @@ fn walkthrough(url: &str) -> String {
 countersign demo — a toy store MCP server with the gateway in front of it.
 
   MCP endpoint (point any MCP client here):  {url}
-  Tools: list_products, get_order (read) · create_order (write) ·
-         adjust_stock, cancel_order (destructive) · restock_all (no annotations)
+  Policy: policies/store.yaml (built in)
+    list_products, get_order   read         -> pass at once
+    create_order               write        -> held until confirmed
+    adjust_stock, cancel_order destructive  -> held until confirmed
+    restock_all                unannotated  -> denied by rule no-restock-all
 
-Try it with curl (2026-07-28, stateless — no session needed):
+Walk through it with curl (bash; stateless MCP 2026-07-28, so no session is needed).
+First define a helper that calls one tool:
 
-  curl -s {url} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
-    -H 'mcp-protocol-version: 2026-07-28' -H 'mcp-method: tools/call' -H 'mcp-name: list_products' \
-    -d '{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"list_products","arguments":{{}},
-         "_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}'
+mcp() {{ curl -s {url} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -H 'mcp-protocol-version: 2026-07-28' -H 'mcp-method: tools/call' -H "mcp-name: $1" -d '{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"'"$1"'","arguments":'"$2"',"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}'; echo; }}
 
-  curl -s {url} -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
-    -H 'mcp-protocol-version: 2026-07-28' -H 'mcp-method: tools/call' -H 'mcp-name: create_order' \
-    -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"create_order",
-         "arguments":{{"customer":"ada","items":[{{"sku":"TOY-001","quantity":1}}]}},
-         "_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}'
+1. A read passes at once:
+mcp list_products '{{}}'
 
-The gateway checks every request strictly before the store sees it; try a hostile one:
+2. A write is held: nothing runs, the answer says so and carries a single-use token:
+mcp create_order '{{"customer":"ada","items":[{{"sku":"TOY-001","quantity":1}}]}}'
 
-  curl -si {url} -H 'content-type: application/json' \
-    -d '{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"list_products","name":"restock_all"}}}}'
+3. Approve it: the same call with the token runs exactly once (stock of TOY-001 drops by one):
+TOKEN=$(mcp create_order '{{"customer":"ada","items":[{{"sku":"TOY-001","quantity":1}}]}}' | grep -o 'mcp_cf_[A-Za-z0-9_.-]*' | head -1)
+mcp create_order '{{"customer":"ada","items":[{{"sku":"TOY-001","quantity":1}}],"confirmationToken":"'"$TOKEN"'"}}'
+mcp list_products '{{}}'
 
-Or add it to an MCP client (Streamable HTTP):  {{ "url": "{url}" }}
+4. The same token again is refused as replayed; other arguments are refused as a mismatch:
+mcp create_order '{{"customer":"ada","items":[{{"sku":"TOY-001","quantity":1}}],"confirmationToken":"'"$TOKEN"'"}}'
+
+5. Policy can deny outright:
+mcp restock_all '{{}}'
+
+6. The gateway checks every request strictly before the store sees it (duplicate keys):
+curl -si {url} -H 'content-type: application/json' -d '{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"list_products","name":"restock_all"}}}}'
+
+Each decision is also written to the audit trail (one JSON line per decision and outcome, below).
+Or add the endpoint to an MCP client (Streamable HTTP): {{ "url": "{url}" }}
 
 Press Ctrl-C to stop.
 "#
