@@ -1,0 +1,65 @@
+//! Classification on the request path: the demo store policy (globs, a CEL condition, a
+//! summary template) against a call with about 1 KiB of arguments.
+
+use std::hint::black_box;
+
+use countersign_policy::{CallFacts, Catalog, Method, Policy, Principal};
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+
+fn bench_classify(c: &mut Criterion) {
+    let policy_text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../policies/store.yaml"
+    ))
+    .expect("policies/store.yaml");
+    let policy = Policy::from_yaml(&policy_text).expect("valid policy");
+    let mut catalog = Catalog::new();
+    catalog.observe(
+        "store",
+        &[
+            json!({"name": "create_order", "inputSchema": {"type": "object"},
+                 "annotations": {"readOnlyHint": false, "destructiveHint": false}}),
+        ],
+    );
+    let items: Vec<Value> = (0..12)
+        .map(|i| json!({"sku": format!("TOY-{i:03}"), "quantity": i, "note": "gift wrap, ship together"}))
+        .collect();
+    let arguments = json!({"customer": "ada@example.com", "items": items});
+    assert!(arguments.to_string().len() > 800);
+    let principal = Principal {
+        id: "ada".into(),
+        groups: vec!["staff".into()],
+    };
+    let pinned = catalog.get("store", "create_order");
+    c.bench_function(
+        "classify create_order ~1KiB args (CEL when + summary)",
+        |b| {
+            b.iter(|| {
+                black_box(policy.classify(&CallFacts {
+                    upstream: "store",
+                    method: Method::ToolsCall,
+                    target: "create_order",
+                    arguments: black_box(&arguments),
+                    principal: &principal,
+                    tool: pinned,
+                }))
+            })
+        },
+    );
+    c.bench_function("classify list_products (glob rule, no condition)", |b| {
+        b.iter(|| {
+            black_box(policy.classify(&CallFacts {
+                upstream: "store",
+                method: Method::ToolsCall,
+                target: "list_products",
+                arguments: &Value::Null,
+                principal: &principal,
+                tool: None,
+            }))
+        })
+    });
+}
+
+criterion_group!(benches, bench_classify);
+criterion_main!(benches);
