@@ -84,8 +84,9 @@ impl Process {
 
     /// Starts `command` and waits until `port` accepts connections.
     pub async fn start_until_listening(name: &str, mut command: Command, port: u16) -> Self {
+        // stdout carries audit lines and the demo walkthrough; stderr (logs) stays visible.
         command
-            .stdout(Stdio::inherit())
+            .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
         let mut child = command

@@ -210,10 +210,23 @@ pub struct Overrides {
 }
 
 impl RawConfig {
+    /// Reads a configuration file. Relative `policy` and `signing_keys_file` paths are taken
+    /// relative to the file's own folder, so a config and its policy can move together.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading configuration file {}", path.display()))?;
-        Self::from_yaml(&text).with_context(|| format!("in configuration file {}", path.display()))
+        let mut raw = Self::from_yaml(&text)
+            .with_context(|| format!("in configuration file {}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for file in [&mut raw.policy, &mut raw.signing_keys_file]
+            .into_iter()
+            .flatten()
+        {
+            if file.is_relative() {
+                *file = base.join(&*file);
+            }
+        }
+        Ok(raw)
     }
 
     pub fn from_yaml(text: &str) -> anyhow::Result<Self> {
