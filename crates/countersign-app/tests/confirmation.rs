@@ -730,3 +730,131 @@ async fn an_invalid_policy_reload_keeps_the_old_policy() {
 async fn wait_for_reload() {
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
 }
+
+#[tokio::test]
+async fn prompts_and_resources_are_gated_when_a_rule_names_them() {
+    let dir = std::env::temp_dir().join(format!("countersign-prompts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("policy.yaml");
+    std::fs::write(
+        &file,
+        "version: 1\nrules:\n  - id: secrets\n    method: resources/read\n    tools: ['secret://*']\n    action: deny\n    reason: Secrets stay put.\n  - id: prompt-review\n    method: prompts/get\n    tools: [deploy]\n    action: confirm\n",
+    )
+    .expect("write");
+    let (h, _) = Store::start(&format!("policy: {}\n", file.display())).await;
+    let read = |id: u64, uri: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": {"uri": uri}})
+            .to_string()
+    };
+    let denied = post(&h, &[], &read(1, "secret://db-password")).await;
+    assert_eq!(denied["error"]["data"]["code"], "policy_denied", "{denied}");
+    let allowed = post(&h, &[], &read(2, "file:///readme")).await;
+    assert!(allowed.get("result").is_some(), "{allowed}");
+
+    let prompt = |id: u64, meta: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "prompts/get", "params": {"name": "deploy", "arguments": {"env": "prod"}, "_meta": meta}}).to_string()
+    };
+    let held = post(&h, &[], &prompt(3, json!({}))).await;
+    assert_eq!(
+        held["error"]["data"]["status"], "requires_confirmation",
+        "{held}"
+    );
+    let token = held["error"]["data"]["confirmationToken"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    let answered = post(
+        &h,
+        &[],
+        &prompt(4, json!({"countersign/confirmationToken": token})),
+    )
+    .await;
+    assert!(answered.get("result").is_some(), "{answered}");
+
+    let forwarded: Vec<Value> = h
+        .upstream
+        .requests()
+        .iter()
+        .map(RecordedRequest::json)
+        .collect();
+    let methods: Vec<&str> = forwarded
+        .iter()
+        .filter_map(|b| b["method"].as_str())
+        .collect();
+    assert_eq!(
+        methods,
+        ["resources/read", "prompts/get"],
+        "only the allowed read and the confirmed prompt"
+    );
+    assert_eq!(forwarded[0]["params"]["uri"], "file:///readme");
+    assert!(
+        forwarded[1]["params"]["_meta"]
+            .get("countersign/confirmationToken")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn every_decision_and_outcome_is_audited_without_arguments() {
+    let dir = std::env::temp_dir().join(format!("countersign-audit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let log = dir.join("audit.log");
+    let _ = std::fs::remove_file(&log);
+    let tools = Arc::new(Mutex::new(default_tools()));
+    let store = Store { tools };
+    let upstream = RecordingUpstream::with_responder(move |r| store.answer(r)).await;
+    let yaml = format!(
+        "listen: 127.0.0.1:0\nadmin: 'off'\naudit: {{ path: {} }}\nidentity: {{ header: x-user }}\nupstreams:\n  - name: store\n    url: {}\n",
+        log.display(),
+        upstream.url()
+    );
+    let h = Harness::from_yaml(upstream, &yaml).await;
+    let user = [("x-user", "ada")];
+    let token = hold(&h, &user, "create_order", json!({"item": "secret-sauce"})).await;
+    post(
+        &h,
+        &user,
+        &call(
+            2,
+            "create_order",
+            with_token(json!({"item": "secret-sauce"}), &token),
+        ),
+    )
+    .await;
+
+    let text = std::fs::read_to_string(&log).expect("audit log");
+    assert!(
+        !text.contains("secret-sauce"),
+        "arguments stay out of the audit log by default"
+    );
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let outcomes: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["event"].as_str().expect("event"),
+                l["outcome"].as_str().expect("outcome"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("decision", "held"),
+            ("decision", "confirmed"),
+            ("outcome", "forwarded")
+        ],
+        "{text}"
+    );
+    assert!(lines.iter().all(|l| l["principal"] == "ada"
+        && l["tool"] == "create_order"
+        && l["upstream"] == "store"));
+    assert_eq!(
+        lines[0]["jti"], lines[2]["jti"],
+        "the held token is the one that ran"
+    );
+    assert_eq!(lines[0]["args_hash"], lines[1]["args_hash"]);
+}
