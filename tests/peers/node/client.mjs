@@ -10,6 +10,11 @@
 // Usage:
 //   node client.mjs --url URL --script session [--elicit accept|decline|cancel]
 //   node client.mjs --url URL --script call --tool NAME [--args JSON] [--elicit ...]
+//   node client.mjs --url URL --script confirm|confirm-cross-session
+//
+// The confirm scripts drive a gateway's confirmation-token channel (run them through the
+// gateway); they declare no elicitation capability, so the token in the tool result is the
+// channel every gateway must offer. confirm-cross-session opens a second session.
 //
 // The SDK speaks only the handshake revisions (it negotiates 2025-11-25): initialize,
 // Mcp-Session-Id, a GET stream opened right after `initialized`, and the session is
@@ -19,12 +24,17 @@
 // single calls are part of the transcript), 1 when it could not talk to the server,
 // 2 on bad usage. Diagnostics go to stderr.
 
-import { parseArgs } from "node:util";
+import { isDeepStrictEqual, parseArgs } from "node:util";
 
 const PEER = "typescript-sdk";
 // Unsolicited notifications (GET stream) are awaited this long after a call that should cause one.
 const NOTIFICATION_WAIT_MS = 5000;
 const CALL_TIMEOUT_MS = 120000;
+// The gateway's confirmation flow (countersign DESIGN.md §7).
+const CONFIRMATION_META = "countersign/confirmation";
+const TOKEN_META = "countersign/confirmationToken";
+const TOKEN_ARGUMENT = "confirmationToken";
+const SCRIPTS = ["session", "call", "confirm", "confirm-cross-session"];
 
 function fail(message, status = 1) {
   process.stderr.write(`client.mjs: ${message}\n`);
@@ -48,7 +58,7 @@ try {
 
 function usage(message) {
   fail(
-    `${message}\nusage: node client.mjs --url URL --script session|call [--tool NAME] [--args JSON] ` +
+    `${message}\nusage: node client.mjs --url URL --script ${SCRIPTS.join("|")} [--tool NAME] [--args JSON] ` +
       "[--elicit accept|decline|cancel]",
     2,
   );
@@ -70,7 +80,7 @@ try {
   usage(error.message);
 }
 if (!options.url) usage("--url is required");
-if (!["session", "call"].includes(options.script)) usage("--script must be session or call");
+if (!SCRIPTS.includes(options.script)) usage(`--script must be one of ${SCRIPTS.join(", ")}`);
 if (!["accept", "decline", "cancel"].includes(options.elicit)) usage("--elicit must be accept, decline or cancel");
 if (options.script === "call" && !options.tool) usage("--script call needs --tool NAME");
 let callArguments;
@@ -172,12 +182,15 @@ async function recordingFetch(input, init) {
   return response;
 }
 
-const client = new sdk.Client(
-  { name: "countersign-e2e-typescript", version: "1.0.0" },
-  { capabilities: { elicitation: { form: {} } } },
-);
+const CLIENT_INFO = { name: "countersign-e2e-typescript", version: "1.0.0" };
+const confirming = options.script.startsWith("confirm");
+// The confirm scripts test the token channel: without the capability no gateway may answer
+// a held call with elicitation/create instead.
+const client = new sdk.Client(CLIENT_INFO, {
+  capabilities: confirming ? {} : { elicitation: { form: {} } },
+});
 
-client.setRequestHandler(sdk.ElicitRequestSchema, async (request) => {
+const handleElicitation = async (request) => {
   const params = request.params;
   const mode = params.mode ?? "form";
   const seen = { mode, message: params.message, action: options.elicit };
@@ -190,7 +203,8 @@ client.setRequestHandler(sdk.ElicitRequestSchema, async (request) => {
   recorder.elicitations.push(seen);
   if (options.elicit !== "accept") return { action: options.elicit };
   return mode === "form" ? { action: "accept", content: content ?? {} } : { action: "accept" };
-});
+};
+if (!confirming) client.setRequestHandler(sdk.ElicitRequestSchema, handleElicitation);
 
 client.setNotificationHandler(sdk.LoggingMessageNotificationSchema, async (notification) => {
   const { level, data, logger } = notification.params;
@@ -258,6 +272,119 @@ async function call(name, args, { announces = false, progress = false } = {}) {
   }
 }
 
+// The gateway's machine-readable confirmation object of a result, if it has one.
+function confirmationOf(result) {
+  const found = result?._meta?.[CONFIRMATION_META];
+  if (found !== null && typeof found === "object") return found;
+  const structured = result?.structuredContent;
+  if (
+    structured !== null &&
+    typeof structured === "object" &&
+    ["requires_confirmation", "rejected", "denied"].includes(structured.status)
+  ) {
+    return structured;
+  }
+  return null;
+}
+
+// What a held or refused call said, without the token itself (tokens differ run to run).
+function confirmationSummary(name, args, result, found) {
+  const token = found.confirmationToken;
+  const summary = {
+    isError: result.isError === true,
+    status: found.status,
+    structuredContent: result.structuredContent !== undefined,
+    textBlocks: (result.content ?? []).filter((block) => block.type === "text").length,
+    tokenReturned: typeof token === "string" && token.startsWith("mcp_cf_"),
+  };
+  if ("code" in found) summary.code = found.code;
+  if (found.status === "requires_confirmation") {
+    // The guidance must name this very call, with the token added to its arguments.
+    const next = found.guidance?.next_action ?? {};
+    summary.nextActionMatches =
+      next.tool === name && isDeepStrictEqual(next.arguments, { ...args, [TOKEN_ARGUMENT]: token });
+  }
+  return summary;
+}
+
+// The token with one character in the middle of its signature part flipped.
+function forge(token) {
+  const dot = token.lastIndexOf(".");
+  const head = token.slice(0, dot);
+  const signature = token.slice(dot + 1);
+  const middle = Math.floor(signature.length / 2);
+  const flipped = signature[middle] === "A" ? "B" : "A";
+  return `${head}.${signature.slice(0, middle)}${flipped}${signature.slice(middle + 1)}`;
+}
+
+// One call of a confirm script on `onClient`; `tokenIn` is "argument", "meta" or
+// "forged-argument" when `token` is sent (skipped when there is none). Records status/code/result, never a token;
+// returns the token the result carries, if any.
+async function confirmCall(onClient, stepName, name, args, { token = null, tokenIn = "none" } = {}) {
+  const step = { step: stepName, call: name, arguments: args, token: tokenIn };
+  if (tokenIn !== "none" && token === null) {
+    // An earlier step returned no token: sending the call without one would test nothing.
+    step.skipped = "no token to send";
+    steps.push(step);
+    return null;
+  }
+  const params = { name, arguments: { ...args } };
+  if (token !== null && tokenIn === "meta") params._meta = { [TOKEN_META]: token };
+  else if (token !== null) params.arguments[TOKEN_ARGUMENT] = token;
+  let newToken = null;
+  try {
+    const result = await onClient.callTool(params, undefined, { timeout: CALL_TIMEOUT_MS });
+    const found = confirmationOf(result);
+    if (found === null) {
+      step.result = resultSummary(result);
+    } else {
+      step.confirmation = confirmationSummary(name, args, result, found);
+      if (typeof found.confirmationToken === "string") newToken = found.confirmationToken;
+    }
+  } catch (error) {
+    // An SDK that refuses a step (say, a result it cannot validate) is part of the transcript.
+    if (typeof error?.code === "number") {
+      step.error = { code: error.code, message: error.message.replace(/^MCP error -?\d+: /, "") };
+    } else {
+      step.exception = `${error?.name ?? "Error"}: ${error?.message ?? error}`;
+    }
+  }
+  steps.push(step);
+  return newToken;
+}
+
+// A second session to the same URL, for confirm-cross-session: its own client and transport.
+async function openAnotherSession() {
+  const http = { getStream: null, sessionDelete: null };
+  const other = new sdk.Client(CLIENT_INFO, { capabilities: {} });
+  let otherClosing = false;
+  other.onerror = (error) => {
+    if (!otherClosing) process.stderr.write(`client.mjs: second session: ${error?.message ?? error}\n`);
+  };
+  const otherTransport = new sdk.StreamableHTTPClientTransport(url, {
+    async fetch(input, init) {
+      const response = await fetch(input, init);
+      const method = (init?.method ?? "GET").toUpperCase();
+      if (method === "GET") http.getStream = response.status;
+      else if (method === "DELETE") http.sessionDelete = response.status;
+      return response;
+    },
+  });
+  await other.connect(otherTransport);
+  const deadline = Date.now() + NOTIFICATION_WAIT_MS;
+  while (http.getStream === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  await other.listTools();
+  return {
+    client: other,
+    http,
+    async close() {
+      otherClosing = true;
+      await otherTransport.terminateSession();
+      await other.close();
+    },
+  };
+}
+
 const scripts = {
   async session() {
     await call("list_notes", {});
@@ -271,6 +398,39 @@ const scripts = {
   },
   async call() {
     await call(options.tool, callArguments, { progress: true });
+  },
+  // The token channel end to end in one session; the upstream's audit_log judges what ran.
+  async confirm() {
+    // (a) held, (b) redeemed once, (c) replayed.
+    const held = { name: "held", text: "t" };
+    const token = await confirmCall(client, "held", "add_note", held);
+    await confirmCall(client, "confirmed", "add_note", held, { token, tokenIn: "argument" });
+    await confirmCall(client, "replayed", "add_note", held, { token, tokenIn: "argument" });
+    // (d) changed arguments, (e) another tool, (f) forged signature: all with one unredeemed token.
+    const tokenA = await confirmCall(client, "held-a", "add_note", { name: "a", text: "1" });
+    const withA = { token: tokenA, tokenIn: "argument" };
+    await confirmCall(client, "changed-arguments", "add_note", { name: "a", text: "2" }, withA);
+    await confirmCall(client, "other-tool", "delete_note", { name: "a" }, withA);
+    const forged = { token: tokenA === null ? null : forge(tokenA), tokenIn: "forged-argument" };
+    await confirmCall(client, "forged", "add_note", { name: "a", text: "1" }, forged);
+    // (g) a flag the model wrote is not a confirmation.
+    await confirmCall(client, "model-flag", "add_note", { name: "b", text: "x", confirm: true });
+    // (h) the token in the request's _meta instead of the arguments.
+    const readme = { name: "readme" };
+    const tokenReadme = await confirmCall(client, "held-delete", "delete_note", readme);
+    await confirmCall(client, "confirmed-meta", "delete_note", readme, { token: tokenReadme, tokenIn: "meta" });
+    // (i) what the upstream really executed.
+    await confirmCall(client, "audit", "audit_log", {});
+  },
+  // A token held in one session, redeemed in another (the first still open).
+  async "confirm-cross-session"() {
+    const args = { name: "x", text: "y" };
+    const token = await confirmCall(client, "held", "add_note", args);
+    const other = await openAnotherSession();
+    await confirmCall(other.client, "other-session", "add_note", args, { token, tokenIn: "argument" });
+    await confirmCall(other.client, "audit", "audit_log", {});
+    await other.close();
+    transcript.secondSession = { getStream: other.http.getStream, sessionDelete: other.http.sessionDelete };
   },
 };
 
@@ -292,6 +452,13 @@ try {
       outputSchema: tool.outputSchema !== undefined,
     }))
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  if (confirming) {
+    // The gateway offers the token as an optional argument of every tool it holds.
+    transcript.confirmationTokenArgument = tools
+      .filter((tool) => tool.inputSchema?.properties?.[TOKEN_ARGUMENT] !== undefined)
+      .map((tool) => tool.name)
+      .sort();
+  }
   await scripts[options.script]();
   transcript.steps = steps;
   if (options.script === "session") {

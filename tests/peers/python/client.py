@@ -10,7 +10,13 @@ upstream and through a gateway can be compared byte for byte.
 Usage:
   client.py --url URL --mode legacy|2026-07-28|auto --script session
   client.py --url URL --mode MODE --script call --tool NAME [--args JSON]
+  client.py --url URL --mode MODE --script confirm
+  client.py --url URL --mode legacy --script confirm-cross-session
   options: --elicit accept|decline|cancel (default accept)
+
+The confirm scripts drive a gateway's confirmation-token channel (they need the
+gateway in front of the notes upstream); they declare no elicitation capability,
+so the token in the tool result is the channel every gateway must offer.
 
 Modes: `legacy` runs the initialize handshake (a 2025-11-25 session with
 Mcp-Session-Id, GET stream and a DELETE at the end); `2026-07-28` adopts the
@@ -29,7 +35,8 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 try:
@@ -52,6 +59,11 @@ CLIENT_INFO = types.Implementation(name="countersign-e2e-python", version="1.0.0
 # Unsolicited notifications (GET stream) are awaited this long after a call that should cause one.
 NOTIFICATION_WAIT_SECONDS = 5.0
 CALL_TIMEOUT_SECONDS = 120.0
+# The gateway's confirmation flow (countersign DESIGN.md §7).
+CONFIRMATION_META = "countersign/confirmation"
+TOKEN_META = "countersign/confirmationToken"
+TOKEN_ARGUMENT = "confirmationToken"
+CONFIRM_SCRIPTS = ("confirm", "confirm-cross-session")
 
 
 def normalize(value: Any) -> Any:
@@ -189,6 +201,11 @@ class Session:
         self.modern = modern
         self.steps: list[dict[str, Any]] = []
         self.expected_unsolicited = 0
+        # Set by run(): opens one more session to the same server, with the same options.
+        self.open_another: Callable[[], Any] | None = None
+        # Merged into the transcript by run().
+        self.transcript_extra: dict[str, Any] = {}
+        self.listed_tools: list[types.Tool] = []
 
     def announces_changes(self) -> bool:
         """Whether a successful write should produce a resources/list_changed on the GET stream."""
@@ -199,6 +216,7 @@ class Session:
 
     async def list_tools(self) -> list[dict[str, Any]]:
         tools = (await self.client.list_tools()).tools
+        self.listed_tools = tools
         return sorted((tool_summary(t) for t in tools), key=lambda t: t["name"])
 
     async def call(
@@ -256,14 +274,157 @@ async def script_call(session: Session, args: argparse.Namespace) -> None:
     await session.call(args.tool, args.call_arguments, progress=True)
 
 
+def confirmation_of(result: types.CallToolResult) -> dict[str, Any] | None:
+    """The gateway's machine-readable confirmation object of a result, if it has one."""
+    found = (result.meta or {}).get(CONFIRMATION_META)
+    if isinstance(found, dict):
+        return found
+    structured = result.structured_content
+    if isinstance(structured, dict) and structured.get("status") in ("requires_confirmation", "rejected", "denied"):
+        return structured
+    return None
+
+
+def confirmation_summary(
+    name: str, arguments: dict[str, Any], result: types.CallToolResult, found: dict[str, Any]
+) -> dict[str, Any]:
+    """What a held or refused call said, without the token itself (tokens differ run to run)."""
+    summary: dict[str, Any] = {
+        "isError": bool(result.is_error),
+        "status": found.get("status"),
+        "structuredContent": result.structured_content is not None,
+        "textBlocks": sum(1 for block in result.content if block.type == "text"),
+    }
+    if "code" in found:
+        summary["code"] = found["code"]
+    token = found.get("confirmationToken")
+    summary["tokenReturned"] = isinstance(token, str) and token.startswith("mcp_cf_")
+    if found.get("status") == "requires_confirmation":
+        # The guidance must name this very call, with the token added to its arguments.
+        next_action = (found.get("guidance") or {}).get("next_action") or {}
+        summary["nextActionMatches"] = next_action.get("tool") == name and next_action.get("arguments") == {
+            **arguments,
+            TOKEN_ARGUMENT: token,
+        }
+    return summary
+
+
+def forge(token: str) -> str:
+    """The token with one character in the middle of its signature part flipped."""
+    head, _, signature = token.rpartition(".")
+    middle = len(signature) // 2
+    flipped = "B" if signature[middle] == "A" else "A"
+    return f"{head}.{signature[:middle]}{flipped}{signature[middle + 1:]}"
+
+
+class ConfirmFlow:
+    """Steps of a confirm script: each call records status/code/result, never a token."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict[str, Any]] = []
+
+    async def call(
+        self,
+        session: Session,
+        step_name: str,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        token: str | None = None,
+        token_in: str = "none",
+    ) -> str | None:
+        """Calls `name`, with `token` in the arguments or in `_meta` as `token_in` says (skipped
+        when there is no token to send). Returns the token the result carries, if any."""
+        step: dict[str, Any] = {"step": step_name, "call": name, "arguments": arguments, "token": token_in}
+        if token_in != "none" and token is None:
+            # An earlier step returned no token: sending the call without one would test nothing.
+            step["skipped"] = "no token to send"
+            self.steps.append(step)
+            return None
+        sent = dict(arguments)
+        meta: dict[str, Any] | None = None
+        if token is not None and token_in == "meta":
+            meta = {TOKEN_META: token}
+        elif token is not None:
+            sent[TOKEN_ARGUMENT] = token
+        new_token = None
+        try:
+            result = await session.client.call_tool(name, sent, read_timeout_seconds=CALL_TIMEOUT_SECONDS, meta=meta)
+        except MCPError as exc:
+            step["error"] = {"code": exc.error.code, "message": exc.error.message}
+        except Exception as exc:  # noqa: BLE001 - an SDK that refuses a step is part of the transcript
+            step["exception"] = describe(exc)
+        else:
+            found = confirmation_of(result)
+            if found is None:
+                step["result"] = result_summary(result)
+            else:
+                step["confirmation"] = confirmation_summary(name, arguments, result, found)
+                candidate = found.get("confirmationToken")
+                new_token = candidate if isinstance(candidate, str) else None
+        self.steps.append(step)
+        return new_token
+
+
+async def script_confirm(session: Session, _args: argparse.Namespace) -> None:
+    """The token channel end to end in one session; the upstream's audit_log judges what ran."""
+    flow = ConfirmFlow()
+    # (a) held, (b) redeemed once, (c) replayed.
+    held = {"name": "held", "text": "t"}
+    token = await flow.call(session, "held", "add_note", held)
+    await flow.call(session, "confirmed", "add_note", held, token=token, token_in="argument")
+    await flow.call(session, "replayed", "add_note", held, token=token, token_in="argument")
+    # (d) changed arguments, (e) another tool, (f) forged signature: all with one unredeemed token.
+    token_a = await flow.call(session, "held-a", "add_note", {"name": "a", "text": "1"})
+    await flow.call(
+        session, "changed-arguments", "add_note", {"name": "a", "text": "2"}, token=token_a, token_in="argument"
+    )
+    await flow.call(session, "other-tool", "delete_note", {"name": "a"}, token=token_a, token_in="argument")
+    forged = forge(token_a) if token_a else None
+    await flow.call(
+        session, "forged", "add_note", {"name": "a", "text": "1"}, token=forged, token_in="forged-argument"
+    )
+    # (g) a flag the model wrote is not a confirmation.
+    await flow.call(session, "model-flag", "add_note", {"name": "b", "text": "x", "confirm": True})
+    # (h) the token in the request's _meta instead of the arguments.
+    readme = {"name": "readme"}
+    token_readme = await flow.call(session, "held-delete", "delete_note", readme)
+    await flow.call(session, "confirmed-meta", "delete_note", readme, token=token_readme, token_in="meta")
+    # (i) what the upstream really executed.
+    await flow.call(session, "audit", "audit_log", {})
+    session.steps = flow.steps
+
+
+async def script_confirm_cross_session(session: Session, _args: argparse.Namespace) -> None:
+    """A token held in one legacy session, redeemed in another (the first still open)."""
+    if session.modern or session.open_another is None:
+        raise RuntimeError("--script confirm-cross-session needs a legacy session")
+    flow = ConfirmFlow()
+    arguments = {"name": "x", "text": "y"}
+    token = await flow.call(session, "held", "add_note", arguments)
+    async with session.open_another() as other:
+        if other.modern:
+            raise RuntimeError("the second connection is not a legacy session")
+        await flow.call(other, "other-session", "add_note", arguments, token=token, token_in="argument")
+        await flow.call(other, "audit", "audit_log", {})
+    session.transcript_extra["secondSession"] = {
+        "getStream": other.recorder.get_stream_status,
+        "sessionDelete": other.recorder.delete_status,
+    }
+    session.steps = flow.steps
+
+
 SCRIPTS: dict[str, Callable[[Session, argparse.Namespace], Awaitable[None]]] = {
     "session": script_session,
     "call": script_call,
+    "confirm": script_confirm,
+    "confirm-cross-session": script_confirm_cross_session,
 }
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    recorder = Recorder(args.elicit)
+@asynccontextmanager
+async def open_session(args: argparse.Namespace, recorder: Recorder) -> AsyncIterator[Session]:
+    """One connection to the server; a legacy session is DELETEd when the context ends."""
     http_client = httpx2.AsyncClient(
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         event_hooks={"response": [recorder.on_http_response]},
@@ -273,18 +434,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         transport,
         mode=args.mode,
         client_info=CLIENT_INFO,
-        elicitation_callback=recorder.on_elicit,
+        # The confirm scripts test the token channel: without the capability no gateway may
+        # answer a held call with elicitation/create or input_required instead.
+        elicitation_callback=None if args.script in CONFIRM_SCRIPTS else recorder.on_elicit,
         logging_callback=recorder.on_log,
         log_level="info",  # 2026-07-28 servers only send log messages to requests that opt in
         message_handler=recorder.on_message,
         read_timeout_seconds=CALL_TIMEOUT_SECONDS,
         cache=None,  # every list must reach the server, never a client-side cache
     )
-    transcript: dict[str, Any] = {"peer": PEER, "mode": args.mode, "script": args.script}
     async with http_client:
         async with client:
             modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
-            transcript["protocolVersion"] = client.protocol_version
             if not modern:
                 # The SDK opens the GET stream right after `initialized`; wait for its answer so
                 # notifications sent from then on are not dropped for lack of a stream.
@@ -293,15 +454,33 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 except TimeoutError:
                     sys.stderr.write("client.py: the GET stream was not answered\n")
             session = Session(client, recorder, modern)
-            transcript["tools"] = await session.list_tools()
-            await SCRIPTS[args.script](session, args)
-            transcript["steps"] = session.steps
-            # Read last: a 2026-07-28 connection learns serverInfo from the results' `_meta`.
-            transcript["serverName"] = client.server_info.name if client.server_info else None
-            if args.script == "session":
-                # Only the session script waits for them, so only there is the list deterministic.
-                transcript["unsolicitedNotifications"] = sorted(recorder.unsolicited)
+            session.open_another = lambda: open_session(args, Recorder(args.elicit))
+            yield session
         # Leaving the client context sends DELETE for a legacy session (terminate_on_close).
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    recorder = Recorder(args.elicit)
+    transcript: dict[str, Any] = {"peer": PEER, "mode": args.mode, "script": args.script}
+    async with open_session(args, recorder) as session:
+        client = session.client
+        transcript["protocolVersion"] = client.protocol_version
+        transcript["tools"] = await session.list_tools()
+        if args.script in CONFIRM_SCRIPTS:
+            # The gateway offers the token as an optional argument of every tool it holds.
+            transcript["confirmationTokenArgument"] = sorted(
+                tool.name
+                for tool in session.listed_tools
+                if TOKEN_ARGUMENT in (tool.input_schema.get("properties") or {})
+            )
+        await SCRIPTS[args.script](session, args)
+        transcript["steps"] = session.steps
+        transcript.update(session.transcript_extra)
+        # Read last: a 2026-07-28 connection learns serverInfo from the results' `_meta`.
+        transcript["serverName"] = client.server_info.name if client.server_info else None
+        if args.script == "session":
+            # Only the session script waits for them, so only there is the list deterministic.
+            transcript["unsolicitedNotifications"] = sorted(recorder.unsolicited)
     transcript["getStream"] = recorder.get_stream_status
     transcript["sessionDelete"] = recorder.delete_status
     return transcript
@@ -324,6 +503,8 @@ def main() -> int:
         parser.error(f"--args is not JSON: {exc}")
     if not isinstance(args.call_arguments, dict):
         parser.error("--args must be a JSON object")
+    if args.script == "confirm-cross-session" and args.mode != "legacy":
+        parser.error("--script confirm-cross-session needs sessions: use --mode legacy")
     try:
         transcript = asyncio.run(run(args))
     except KeyboardInterrupt:
