@@ -52,6 +52,10 @@ pub struct RawConfig {
     /// Most unexpired spent token ids kept by the in-memory replay store; when full, new
     /// confirmations are refused (fail closed). Default `1000000`.
     pub replay_max_entries: Option<usize>,
+    /// How long the gateway waits for a person to answer its elicitation. Default `5m`.
+    pub elicitation_timeout: Option<String>,
+    /// Most questions waiting for an answer at once; more are refused. Default `10000`.
+    pub max_pending_questions: Option<usize>,
 }
 
 /// Where the caller's identity comes from. Default: every caller is `anonymous`.
@@ -181,6 +185,8 @@ pub struct ApprovalConfig {
     pub audit: AuditTarget,
     pub audit_arguments: bool,
     pub replay_max_entries: NonZeroUsize,
+    pub elicitation_timeout: Duration,
+    pub max_pending_questions: usize,
 }
 
 /// Where the signing keys came from; a generated keyring is worth a warning.
@@ -317,7 +323,7 @@ impl RawConfig {
                 allowed: Some(patterns(&list, "allowed_hosts")?),
             },
         };
-        let approval = approval_config(
+        let mut approval = approval_config(
             self.policy,
             self.deployment_id,
             self.signing_keys_file,
@@ -325,6 +331,16 @@ impl RawConfig {
             self.audit,
             self.replay_max_entries,
         )?;
+        approval.elicitation_timeout = duration(
+            self.elicitation_timeout.as_deref(),
+            "5m",
+            "elicitation_timeout",
+        )?;
+        approval.max_pending_questions = nonzero(
+            self.max_pending_questions.unwrap_or(10_000),
+            "max_pending_questions",
+        )?
+        .get();
         Ok(Config {
             listen,
             admin,
@@ -536,6 +552,8 @@ fn approval_config(
             replay_max_entries.unwrap_or(1_000_000),
             "replay_max_entries",
         )?,
+        elicitation_timeout: Duration::from_secs(300),
+        max_pending_questions: 10_000,
     })
 }
 

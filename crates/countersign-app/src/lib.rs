@@ -19,8 +19,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use countersign_proxy::audit::AuditSink;
 use countersign_proxy::gate::{CatalogState, Gate, GateSettings, PolicyHandle};
+use countersign_proxy::sessions::SessionBook;
 use countersign_proxy::{ProxyMetrics, gateway_service};
-use countersign_store::MemoryReplayStore;
+use countersign_store::{MemoryAnswerHandover, MemoryReplayStore};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -154,12 +155,15 @@ fn build_gate(config: &Config) -> anyhow::Result<Gate> {
             issuer: approval.deployment_id.clone(),
             keyring,
             store: Arc::new(MemoryReplayStore::new(approval.replay_max_entries.get())),
+            handover: Arc::new(MemoryAnswerHandover::new(approval.max_pending_questions)),
+            elicitation_timeout: approval.elicitation_timeout,
             identity: approval.identity.clone(),
             audit,
             leeway_secs: countersign_token::token::DEFAULT_LEEWAY_SECS,
         },
         policy: Arc::new(PolicyHandle::new(approval.policy.clone())),
         catalog: Arc::new(CatalogState::default()),
+        sessions: Arc::new(SessionBook::default()),
     })
 }
 

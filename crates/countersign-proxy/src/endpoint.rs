@@ -10,9 +10,12 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use countersign_jsonrpc::mcp::ProtocolVersion;
 use countersign_jsonrpc::message::{Message, Payload, RequestId, error_response};
-use http::{HeaderValue, Method, Request, Response, header};
-use hyper::body::Incoming;
+use countersign_jsonrpc::sse::SseEvent;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tower::Service;
 use tracing::debug;
 
@@ -20,7 +23,9 @@ use crate::body::{ResponseBody, collect_limited, full};
 use crate::config::{Limits, Upstream};
 use crate::error::ProxyError;
 use crate::forward::{UpstreamClient, relay, upstream_request};
-use crate::gate::{CallAudit, Gate, GateRequest, Verdict};
+use crate::gate::{
+    CallAudit, ForwardContext, Gate, GateRequest, KEEP_ALIVE, PendingQuestion, Verdict,
+};
 use crate::hardening::RouteIndex;
 use crate::inspect::inspect_post;
 use crate::metrics::ProxyMetrics;
@@ -36,7 +41,7 @@ pub struct RouteTarget {
 }
 
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
     routes: Vec<RouteTarget>,
     limits: Limits,
     metrics: ProxyMetrics,
@@ -79,7 +84,7 @@ impl Service<Request<Incoming>> for McpEndpoints {
 
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         let shared = self.shared.clone();
-        Box::pin(async move { Ok(shared.handle(request).await) })
+        Box::pin(async move { Ok(Shared::handle(&shared, request).await) })
     }
 }
 
@@ -91,7 +96,7 @@ struct Asked {
 }
 
 impl Shared {
-    async fn handle(&self, request: Request<Incoming>) -> Response<ResponseBody> {
+    async fn handle(self: &Arc<Self>, request: Request<Incoming>) -> Response<ResponseBody> {
         let Some(RouteIndex(index)) = request.extensions().get::<RouteIndex>().copied() else {
             return ProxyError::Internal("request reached the endpoint without a route".into())
                 .into_response(None);
@@ -106,7 +111,7 @@ impl Shared {
     }
 
     async fn post(
-        &self,
+        self: &Arc<Self>,
         route: &RouteTarget,
         request: Request<Incoming>,
     ) -> Response<ResponseBody> {
@@ -132,15 +137,29 @@ impl Shared {
             stateless: inspected.version.is_some_and(ProtocolVersion::is_stateless),
         };
         let mirrored = inspected.mirrored;
+        let initialize = initialize_params(&inspected.payload);
         let gate_request = GateRequest {
             upstream: &route.upstream,
             client: &route.client,
             headers: &parts.headers,
             max_event_bytes: self.limits.max_sse_event_bytes.get(),
+            stateless: asked.stateless,
         };
         match self.gate.check(&gate_request, inspected.payload).await {
-            Verdict::Forward(payload, audit) => {
-                let hook = self.response_hook(route, &payload);
+            Verdict::Forward(payload, context) => {
+                let (audit, wrap) = match context.map(|c| *c) {
+                    Some(ForwardContext { audit, wrap }) => (Some(audit), wrap),
+                    None => (None, None),
+                };
+                let hook = match (wrap, &asked.id) {
+                    (Some(wrap), Some(id)) => Some(ResponseHook::wrap_state(
+                        id,
+                        &route.upstream.name,
+                        &self.gate,
+                        wrap,
+                    )),
+                    _ => self.response_hook(route, &payload),
+                };
                 let upstream_request = upstream_request(
                     &route.upstream,
                     Method::POST,
@@ -148,8 +167,13 @@ impl Shared {
                     Bytes::from(payload.to_vec()),
                     &mirrored,
                 );
-                self.forward(route, asked.method, upstream_request, asked.id, hook, audit)
-                    .await
+                let response = self
+                    .forward(route, asked.method, upstream_request, asked.id, hook, audit)
+                    .await;
+                if let Some(params) = initialize {
+                    self.remember_session(&parts.headers, &response, &params);
+                }
+                response
             }
             Verdict::Answer(result) => {
                 self.metrics
@@ -157,16 +181,93 @@ impl Shared {
                 answer(&asked, Ok(result))
             }
             Verdict::AnswerError {
+                status,
                 code,
                 message,
                 data,
             } => {
                 self.metrics
                     .record_request(route.label, asked.method, "answered");
-                answer(&asked, Err((code, message, data)))
+                let mut response = answer(&asked, Err((code, message, data)));
+                *response.status_mut() = status;
+                response
+            }
+            Verdict::Ask(pending) => {
+                self.metrics
+                    .record_request(route.label, asked.method, "asked");
+                self.ask(route, parts.headers, *pending)
+            }
+            Verdict::Accepted => {
+                self.metrics
+                    .record_request(route.label, asked.method, "answer_taken");
+                let mut response = Response::new(crate::body::empty());
+                *response.status_mut() = StatusCode::ACCEPTED;
+                response
             }
             Verdict::Refuse(error) => self.refuse(route, asked.method, error, asked.id.as_ref()),
         }
+    }
+
+    /// Learns who opened a session and whether its client can be asked, from the `initialize`
+    /// exchange the gateway just relayed.
+    fn remember_session(
+        &self,
+        headers: &HeaderMap,
+        response: &Response<ResponseBody>,
+        params: &serde_json::Map<String, Value>,
+    ) {
+        let Some(session) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        else {
+            return;
+        };
+        if let Some(principal) = self.gate.principal(headers) {
+            self.gate
+                .sessions
+                .opened(session, &principal.id, Some(params));
+        }
+    }
+
+    /// Answers a held call with an SSE stream: the gateway's question first, keep-alives while
+    /// the person decides, then either the upstream's answer to the approved call (streamed as
+    /// it arrives) or a `not_approved` result.
+    fn ask(
+        self: &Arc<Self>,
+        route: &RouteTarget,
+        headers: HeaderMap,
+        pending: PendingQuestion,
+    ) -> Response<ResponseBody> {
+        let (events, receiver) = mpsc::channel::<Bytes>(16);
+        let shared = Arc::clone(self);
+        let index = self
+            .routes
+            .iter()
+            .position(|r| std::ptr::eq(r, route))
+            .unwrap_or(0);
+        tokio::spawn(async move { shared.run_question(index, headers, pending, events).await });
+        let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+            receiver
+                .recv()
+                .await
+                .map(|bytes| (Ok::<_, crate::body::BoxError>(Frame::data(bytes)), receiver))
+        });
+        let mut response = Response::new(StreamBody::new(stream).boxed_unsync());
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, no-transform"),
+        );
+        headers.insert(
+            http::HeaderName::from_static("x-accel-buffering"),
+            HeaderValue::from_static("no"),
+        );
+        response
     }
 
     fn response_hook(&self, route: &RouteTarget, payload: &Payload) -> Option<ResponseHook> {
@@ -196,6 +297,14 @@ impl Shared {
         } else {
             "DELETE"
         };
+        if request.method() == Method::DELETE
+            && let Some(session) = request
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+        {
+            self.gate.sessions.closed(session);
+        }
         // GET and DELETE carry no body on MCP endpoints; whatever a client sends is not forwarded.
         let upstream_request = upstream_request(
             &route.upstream,
@@ -215,7 +324,7 @@ impl Shared {
         upstream_request: Request<http_body_util::Full<Bytes>>,
         id: Option<RequestId>,
         hook: Option<ResponseHook>,
-        audit: Option<Box<CallAudit>>,
+        audit: Option<CallAudit>,
     ) -> Response<ResponseBody> {
         // Every relayed stream is watched for list_changed, so the catalog never trusts a
         // listing the upstream itself declared outdated.
@@ -254,6 +363,143 @@ impl Shared {
         }
     }
 
+    /// The life of one question stream (see [`Shared::ask`]). Ends early, forwarding nothing,
+    /// when the client goes away.
+    async fn run_question(
+        self: Arc<Self>,
+        route_index: usize,
+        headers: HeaderMap,
+        pending: PendingQuestion,
+        events: mpsc::Sender<Bytes>,
+    ) {
+        let Some(route) = self.routes.get(route_index) else {
+            return;
+        };
+        let PendingQuestion {
+            call,
+            question,
+            handover_key,
+            progress_token,
+            audit,
+        } = pending;
+        let call_id = call.id.clone();
+        // Register for the answer before asking, so a quick answer is never lost.
+        let mut waiting = self
+            .gate
+            .settings
+            .handover
+            .wait(&handover_key, self.gate.settings.elicitation_timeout);
+        if events.send(event(&question)).await.is_err() {
+            self.gate
+                .audit_outcome(&audit, &route.upstream.name, "client_gone");
+            return;
+        }
+        let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+        keep_alive.tick().await;
+        let mut waited = 0u64;
+        let answer = loop {
+            tokio::select! {
+                answer = &mut waiting => break answer,
+                _ = keep_alive.tick() => {
+                    waited += KEEP_ALIVE.as_secs();
+                    let beat = match &progress_token {
+                        // Progress resets the timeout of clients that honour it.
+                        Some(token) => event(&json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": waited, "message": "waiting for the user's approval"}})),
+                        None => Bytes::from_static(b": waiting for the user's approval\n\n"),
+                    };
+                    if events.send(beat).await.is_err() {
+                        self.gate.audit_outcome(&audit, &route.upstream.name, "client_gone");
+                        return;
+                    }
+                }
+            }
+        };
+        let approved = match &answer {
+            Ok(Some(bytes)) => countersign_jsonrpc::strict::parse_strict(bytes)
+                .ok()
+                .and_then(|v| v.get("result").cloned())
+                .is_some_and(|result| crate::elicit::approves(&result)),
+            Ok(None) | Err(_) => false,
+        };
+        if !approved {
+            let outcome = if matches!(answer, Ok(None)) {
+                "rejected:not_approved(timeout)"
+            } else {
+                "rejected:not_approved"
+            };
+            self.gate
+                .audit_outcome(&audit, &route.upstream.name, outcome);
+            let refusal = crate::results::refused(
+                &crate::results::Refusal {
+                    status: "rejected",
+                    code: "not_approved",
+                    tool: &audit.target,
+                    upstream: &route.upstream.name,
+                    message: crate::results::rejection_message("not_approved", &audit.target),
+                    rule: Some(&audit.rule),
+                },
+                true,
+            );
+            let _ = events
+                .send(event(
+                    &json!({"jsonrpc": "2.0", "id": call_id.to_value(), "result": refusal}),
+                ))
+                .await;
+            return;
+        }
+        // Approved: forward the call and stream the upstream's answer on this same response.
+        let upstream_request = upstream_request(
+            &route.upstream,
+            Method::POST,
+            &headers,
+            Bytes::from(Message::Request(call).to_vec()),
+            &[],
+        );
+        let response = self
+            .forward(
+                route,
+                "tools/call",
+                upstream_request,
+                Some(call_id.clone()),
+                None,
+                Some(audit),
+            )
+            .await;
+        let is_stream = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let status = response.status();
+        let mut body = response.into_body();
+        if is_stream {
+            while let Some(Ok(frame)) = body.frame().await {
+                if let Ok(data) = frame.into_data()
+                    && events.send(data).await.is_err()
+                {
+                    return;
+                }
+            }
+            return;
+        }
+        let bytes = body
+            .collect()
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
+        let message = if status.is_success() && !bytes.is_empty() {
+            String::from_utf8_lossy(&bytes).into_owned()
+        } else {
+            json!({"jsonrpc": "2.0", "id": call_id.to_value(),
+                   "error": {"code": -32603, "message": format!("the upstream answered HTTP {status}")}})
+            .to_string()
+        };
+        let mut out = Vec::new();
+        SseEvent::message(&message).encode(&mut out);
+        let _ = events.send(Bytes::from(out)).await;
+    }
+
     fn refuse(
         &self,
         route: &RouteTarget,
@@ -268,13 +514,30 @@ impl Shared {
     }
 }
 
+/// One SSE `message` event, without an id: the gateway's events must never be mistaken for
+/// the upstream's resumable ones.
+fn event(message: &Value) -> Bytes {
+    let mut out = Vec::new();
+    SseEvent::message(&message.to_string()).encode(&mut out);
+    Bytes::from(out)
+}
+
+/// The `initialize` params of a single initialize request, to learn the client's capabilities.
+fn initialize_params(payload: &Payload) -> Option<serde_json::Map<String, Value>> {
+    match payload {
+        Payload::Single(Message::Request(r)) if r.method == "initialize" => r.params.clone(),
+        _ => None,
+    }
+}
+
 /// The gateway's own JSON-RPC answer to a request it did not forward.
 fn answer(asked: &Asked, outcome: Result<Value, (i64, String, Value)>) -> Response<ResponseBody> {
     let body = match outcome {
         Ok(mut result) => {
             // 2026-07-28 results say whether they are complete.
             if let (true, Value::Object(map)) = (asked.stateless, &mut result) {
-                map.insert("resultType".into(), Value::String("complete".into()));
+                map.entry("resultType")
+                    .or_insert_with(|| Value::String("complete".into()));
             }
             let id = asked.id.as_ref().map_or(Value::Null, RequestId::to_value);
             Bytes::from(json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string())

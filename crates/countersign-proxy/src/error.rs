@@ -95,6 +95,8 @@ pub enum ProxyError {
         "the request carries no usable identity; it must come through the authenticating proxy"
     )]
     Unauthenticated,
+    #[error("no question of the gateway with this id is waiting for an answer in this session")]
+    UnknownAnswer,
     #[error("batch refused whole: {0}")]
     InvalidBatch(Box<ProxyError>),
     #[error("notification method `{0}` is not an MCP notification")]
@@ -150,6 +152,7 @@ impl ProxyError {
             | ProxyError::InvalidParams(_)
             | ProxyError::RiskyBatch(_)
             | ProxyError::Unauthenticated
+            | ProxyError::UnknownAnswer
             | ProxyError::InvalidBatch(_)
             | ProxyError::UnknownNotification(_)
             | ProxyError::HeaderMismatch(_)
@@ -178,6 +181,7 @@ impl ProxyError {
             | ProxyError::BatchNotAllowed(_)
             | ProxyError::InvalidBatch(_)
             | ProxyError::RiskyBatch(_)
+            | ProxyError::UnknownAnswer
             | ProxyError::UnknownNotification(_)
             | ProxyError::HeaderMismatch(_)
             | ProxyError::UnsupportedProtocolVersion(_) => StatusCode::BAD_REQUEST,
@@ -208,6 +212,7 @@ impl ProxyError {
             ProxyError::BatchNotAllowed(_)
             | ProxyError::InvalidBatch(_)
             | ProxyError::RiskyBatch(_)
+            | ProxyError::UnknownAnswer
             | ProxyError::UnknownNotification(_) => code::INVALID_REQUEST,
             ProxyError::InvalidParams(_) => code::INVALID_PARAMS,
             ProxyError::UnknownMethod(_) => code::METHOD_NOT_FOUND,

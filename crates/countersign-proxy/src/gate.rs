@@ -1,43 +1,66 @@
 //! The approval gate: classifies every call that can change the world (`tools/call`, and
 //! `prompts/get` / `resources/read` when policy names them) against the policy and the pinned
-//! tool catalog, and lets a risky call through only with a valid, unspent confirmation that is
-//! bound to exactly this call.
+//! tool catalog, and lets a risky call through only with an approval bound to exactly this call.
 //!
-//! Order matters and is fixed: classify → (token) verify MAC → check the binding against this
+//! Approval comes through one of three channels, picked per request:
+//! - `input_required` (2026-07-28 clients whose request declares form elicitation): the gateway
+//!   answers with its own question and a signed `requestState`; the retry carries the answer;
+//! - `elicitation` (2025-06-18 / 2025-11-25 sessions whose `initialize` declared it): the held
+//!   POST is answered as an SSE stream carrying the gateway's `elicitation/create`; the answer
+//!   arrives on a separate POST and is handed over to the waiting stream;
+//! - `token` (any other client, or `approval: token`): a signed single-use token in the result,
+//!   which the model presents on the repeated call. `approval: human` refuses this one.
+//!
+//! Order matters and is fixed: classify → verify the MAC → check the binding against this
 //! request → refuse unsafe numbers → consume the `jti` once → forward. The consume comes last so
-//! a token is never burnt by a request that fails a cheaper check, and nothing is forwarded when
-//! the replay store cannot answer (fail closed).
+//! an approval is never burnt by a request that fails a cheaper check, and nothing is forwarded
+//! when the replay store cannot answer (fail closed).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use countersign_jsonrpc::message::{Message, Payload, Request};
+use countersign_jsonrpc::message::{Message, Payload, Request, RequestId, Response};
 use countersign_policy::{
     Action, Approval, CallFacts, Catalog, Decision, Method, PinnedTool, Policy, Principal,
 };
-use countersign_store::{Consumption, ReplayStore};
+use countersign_store::{AnswerHandover, Consumption, ReplayStore};
 use countersign_token::{
     Claims, Expectation, Keyring, TokenRejection, VerifyRules, arguments_hash, check_binding,
     check_safe_numbers, mint, new_jti, normalize_numbers, verify,
 };
-use http::{HeaderMap, HeaderName};
-use serde_json::{Map, Value};
+use http::{HeaderMap, HeaderName, StatusCode};
+use serde_json::{Map, Value, json};
 use tracing::{debug, info, warn};
 
 use crate::audit::{AuditRecord, AuditSink, timestamp};
 use crate::catalog_fetch::{CallerContext, list_tools};
 use crate::config::Upstream;
+use crate::elicit::{APPROVAL_KEY, Question, REQUEST_ID_PREFIX, approves, elicitation_params};
 use crate::error::ProxyError;
 use crate::forward::UpstreamClient;
 use crate::results::{self, Held, Refusal};
 use crate::rewrite::{TOKEN_ARGUMENT, TOKEN_META};
+use crate::sessions::{SessionBook, declares_form_elicitation};
 
-/// The channel name bound into tokens handed to the model.
-const TOKEN_CHANNEL: &str = "token";
-/// `tdh` for a tool the catalog does not know: a later pin of that tool changes it, so a token
-/// minted for an unknown tool stops working once the tool's real definition is known.
+/// Channel names, bound into tokens (`ch`) and written to the audit trail.
+pub mod channel {
+    /// A token handed to the model in the held result.
+    pub const TOKEN: &str = "token";
+    /// The gateway's `elicitation/create` on the held call's SSE stream.
+    pub const ELICITATION: &str = "elicitation";
+    /// MCP 2026-07-28 `input_required`: the `requestState` of the gateway's question.
+    pub const INPUT_REQUIRED: &str = "input_required";
+    /// A `requestState` wrapping an upstream's own state after the person approved: the retry
+    /// is forwarded without asking again.
+    pub const APPROVED: &str = "approved";
+}
+
+/// `tdh` for a tool the catalog does not know: a later pin of that tool changes it, so an
+/// approval for an unknown tool stops working once the tool's real definition is known.
 const UNKNOWN_DEFINITION: &str = "unknown";
+/// How often a waiting question stream sends a keep-alive.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Where the caller's identity comes from.
 #[derive(Debug, Clone, Default)]
@@ -159,13 +182,17 @@ impl CatalogState {
     }
 }
 
-/// Signing, replay and identity settings of the gate.
+/// Signing, replay, hand-over and identity settings of the gate.
 #[derive(Debug, Clone)]
 pub struct GateSettings {
     /// Deployment id, the tokens' `iss`.
     pub issuer: String,
     pub keyring: Arc<Keyring>,
     pub store: Arc<dyn ReplayStore>,
+    /// Carries elicitation answers from the POST that brings them to the stream that asked.
+    pub handover: Arc<dyn AnswerHandover>,
+    /// How long the gateway waits for a person to answer its question.
+    pub elicitation_timeout: Duration,
     pub identity: Identity,
     pub audit: AuditSink,
     /// Clock skew tolerated on token times, seconds.
@@ -178,27 +205,63 @@ pub struct Gate {
     pub settings: GateSettings,
     pub policy: Arc<PolicyHandle>,
     pub catalog: Arc<CatalogState>,
+    pub sessions: Arc<SessionBook>,
 }
 
 /// What the endpoint does with a POST after the gate.
 #[derive(Debug)]
 pub enum Verdict {
-    /// Forward this payload (the token stripped, risky arguments in canonical form).
-    Forward(Payload, Option<Box<CallAudit>>),
+    /// Forward this payload (approval artefacts stripped, risky arguments in canonical form).
+    Forward(Payload, Option<Box<ForwardContext>>),
     /// Answer the client with this JSON-RPC result; nothing goes upstream.
     Answer(Value),
-    /// Answer the client with this JSON-RPC error object; nothing goes upstream.
+    /// Answer the client with this JSON-RPC error; nothing goes upstream.
     AnswerError {
+        status: StatusCode,
         code: i64,
         message: String,
         data: Value,
     },
+    /// Ask the person on an SSE stream, then forward or refuse.
+    Ask(Box<PendingQuestion>),
+    /// An answer to one of the gateway's questions was handed to its waiting stream (202).
+    Accepted,
     /// Refuse at the HTTP level.
     Refuse(ProxyError),
 }
 
-/// What the endpoint needs to write the outcome line of a forwarded call.
+/// What travels with a forwarded call: its audit record, and (for an approved call) how to
+/// wrap an upstream's own `input_required` state so the person is not asked again.
 #[derive(Debug)]
+pub struct ForwardContext {
+    pub audit: CallAudit,
+    pub wrap: Option<StateWrap>,
+}
+
+/// The bindings of an approved call, to mint `approved` states from.
+#[derive(Debug, Clone)]
+pub struct StateWrap {
+    claims: Claims,
+    ttl_secs: u64,
+}
+
+/// A held call waiting for the person's answer on its SSE stream.
+#[derive(Debug)]
+pub struct PendingQuestion {
+    /// The call to forward once approved (token-free, canonical arguments).
+    pub call: Request,
+    /// The gateway's `elicitation/create`, ready to send.
+    pub question: Value,
+    /// Hand-over key: session and question id.
+    pub handover_key: String,
+    /// The call's progress token, if any: waiting is reported as progress so clients that reset
+    /// their timeout on progress keep waiting.
+    pub progress_token: Option<Value>,
+    pub audit: CallAudit,
+}
+
+/// What the endpoint needs to write the outcome line of a forwarded call.
+#[derive(Debug, Clone)]
 pub struct CallAudit {
     pub principal: String,
     pub session: Option<String>,
@@ -220,9 +283,11 @@ pub struct GateRequest<'a> {
     pub client: &'a UpstreamClient,
     pub headers: &'a HeaderMap,
     pub max_event_bytes: usize,
+    /// The request is MCP 2026-07-28 (stateless).
+    pub stateless: bool,
 }
 
-/// The call-like requests the gate judges, with where each keeps its target and arguments.
+/// The call-like requests the gate judges.
 fn gated_method(method: &str) -> Option<Method> {
     match method {
         "tools/call" => Some(Method::ToolsCall),
@@ -232,14 +297,56 @@ fn gated_method(method: &str) -> Option<Method> {
     }
 }
 
+/// How an approval for a held call is obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Channel {
+    Token,
+    Elicitation,
+    InputRequired,
+}
+
 impl Gate {
     pub async fn check(&self, request: &GateRequest<'_>, payload: Payload) -> Verdict {
         match payload {
             Payload::Single(Message::Request(call)) if gated_method(&call.method).is_some() => {
                 self.check_call(request, call).await
             }
+            Payload::Single(Message::Response(answer)) if is_our_question(&answer) => {
+                self.take_answer(request, answer).await
+            }
             Payload::Batch(messages) => self.check_batch(request, messages).await,
             other => Verdict::Forward(other, None),
+        }
+    }
+
+    /// The principal of a request, for the endpoint's session bookkeeping.
+    pub fn principal(&self, headers: &HeaderMap) -> Option<Principal> {
+        self.settings.identity.principal(headers)
+    }
+
+    /// An answer to the gateway's own question never goes upstream: it is handed to the stream
+    /// that asked — only if it comes from the same session and principal.
+    async fn take_answer(&self, request: &GateRequest<'_>, answer: Response) -> Verdict {
+        let Some(principal) = self.settings.identity.principal(request.headers) else {
+            return Verdict::Refuse(ProxyError::Unauthenticated);
+        };
+        let session = session_id(request.headers);
+        let Some(session) = session.filter(|s| self.sessions.get(s, &principal.id).is_some())
+        else {
+            return Verdict::Refuse(ProxyError::UnknownAnswer);
+        };
+        let Some(RequestId::String(id)) = &answer.id else {
+            return Verdict::Refuse(ProxyError::UnknownAnswer);
+        };
+        let key = handover_key(&session, id);
+        let bytes = Message::Response(answer).to_vec();
+        match self.settings.handover.deliver(&key, bytes).await {
+            Ok(true) => Verdict::Accepted,
+            Ok(false) => Verdict::Refuse(ProxyError::UnknownAnswer),
+            Err(error) => {
+                warn!(%error, "answer hand-over failed");
+                Verdict::Refuse(ProxyError::UnknownAnswer)
+            }
         }
     }
 
@@ -251,6 +358,14 @@ impl Gate {
         };
         let policy = self.policy.current();
         for message in &messages {
+            if let Message::Response(answer) = message {
+                if is_our_question(answer) {
+                    return Verdict::Refuse(ProxyError::RiskyBatch(
+                        "answers to the gateway's questions are sent one per request".into(),
+                    ));
+                }
+                continue;
+            }
             let Message::Request(call) = message else {
                 continue;
             };
@@ -313,19 +428,22 @@ impl Gate {
             &principal,
             pinned.as_ref(),
         );
-        let session = request
-            .headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        // Sessions exist only before 2026-07-28; a stateless request's header means nothing.
+        let session = if request.stateless {
+            None
+        } else {
+            session_id(request.headers)
+        };
         let ctx = Context {
             upstream: &request.upstream.name,
             principal: &principal,
             session: session.as_deref(),
+            stateless: request.stateless,
             method,
             parts: &parts,
             decision: &decision,
             pinned: pinned.as_ref(),
+            started,
         };
         if let Some(error) = &decision.condition_error {
             warn!(rule = %decision.rule, error = %error, "policy condition failed; decided fail-closed");
@@ -333,15 +451,16 @@ impl Gate {
 
         match decision.action {
             Action::Allow => {
-                self.audit(&ctx, "decision", "allowed", None, None);
-                let audit = ctx.call_audit(started, None, None, None);
+                self.audit(&ctx, "decision", "allowed", None, None, None);
+                let audit = ctx.call_audit(None, None, None);
+                let call = parts.strip_approval(call, false);
                 Verdict::Forward(
-                    Payload::Single(Message::Request(parts.strip_token(call))),
-                    Some(Box::new(audit)),
+                    Payload::Single(Message::Request(call)),
+                    Some(Box::new(ForwardContext { audit, wrap: None })),
                 )
             }
             Action::Deny => {
-                self.audit(&ctx, "decision", "denied", None, None);
+                self.audit(&ctx, "decision", "denied", None, None, None);
                 let message = match &decision.reason {
                     Some(reason) => {
                         format!("This call is not allowed by policy, so nothing was sent: {reason}")
@@ -353,13 +472,35 @@ impl Gate {
                 };
                 ctx.refusal("denied", "policy_denied", message)
             }
-            Action::Confirm => match parts.presented_token() {
-                None => self.hold(&ctx),
-                Some(token) => {
-                    let token = token.to_owned();
-                    self.redeem(&ctx, call, &token, started).await
+            Action::Confirm => {
+                if parts.conflicting_tokens() {
+                    self.audit(
+                        &ctx,
+                        "outcome",
+                        "rejected:malformed",
+                        Some(channel::TOKEN),
+                        None,
+                        None,
+                    );
+                    return ctx.refusal(
+                        "rejected",
+                        "malformed",
+                        results::rejection_message("malformed", &parts.target),
+                    );
                 }
-            },
+                if let Some(token) = parts.presented_token() {
+                    let token = token.to_owned();
+                    return self.redeem(&ctx, call, &token, channel::TOKEN).await;
+                }
+                if request.stateless
+                    && let Some(state) = request_state(&call)
+                {
+                    return self
+                        .redeem(&ctx, call, &state, channel::INPUT_REQUIRED)
+                        .await;
+                }
+                self.hold(&ctx, call)
+            }
         }
     }
 
@@ -409,27 +550,60 @@ impl Gate {
         self.catalog.get(upstream, &parts.target)
     }
 
-    fn hold(&self, ctx: &Context<'_>) -> Verdict {
-        if ctx.decision.approval == Approval::Human {
+    /// Which channel can reach a person for this call, or `None` when the policy demands a
+    /// person and none can be reached.
+    fn channel(&self, ctx: &Context<'_>, call: &Request) -> Option<Channel> {
+        let approval = ctx.decision.approval;
+        if approval == Approval::Token {
+            return Some(Channel::Token);
+        }
+        let reachable = if ctx.stateless {
+            // 2026-07-28: capabilities are declared per request, and only these count.
+            let declared = call
+                .params
+                .as_ref()
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get(countersign_jsonrpc::mcp::META_CLIENT_CAPABILITIES))
+                .is_some_and(declares_form_elicitation);
+            declared.then_some(Channel::InputRequired)
+        } else {
+            ctx.session
+                .and_then(|s| self.sessions.get(s, &ctx.principal.id))
+                .filter(|s| s.can_elicit)
+                .map(|_| Channel::Elicitation)
+        };
+        match (reachable, approval) {
+            (Some(channel), _) => Some(channel),
+            (None, Approval::Human) => None,
+            (None, _) => Some(Channel::Token),
+        }
+    }
+
+    fn hold(&self, ctx: &Context<'_>, call: Request) -> Verdict {
+        let Some(channel) = self.channel(ctx, &call) else {
             self.audit(
                 ctx,
                 "decision",
                 "rejected:human_approval_unavailable",
                 None,
                 None,
+                None,
             );
-            return ctx.refusal(
-                "rejected",
-                "human_approval_unavailable",
-                results::rejection_message("human_approval_unavailable", &ctx.parts.target),
-            );
-        }
+            return ctx.human_unavailable();
+        };
         let arguments = ctx.parts.arguments_without_token();
         let ah = match arguments_hash(&arguments) {
             Ok(ah) => ah,
             Err(error) => {
                 debug!(%error, "unsafe numbers in risky arguments");
-                self.audit(ctx, "decision", "rejected:unsafe_arguments", None, None);
+                self.audit(
+                    ctx,
+                    "decision",
+                    "rejected:unsafe_arguments",
+                    None,
+                    None,
+                    None,
+                );
                 return ctx.refusal(
                     "rejected",
                     "unsafe_arguments",
@@ -437,6 +611,14 @@ impl Gate {
                 );
             }
         };
+        match channel {
+            Channel::Token => self.hold_with_token(ctx, &arguments, ah),
+            Channel::InputRequired => self.ask_input_required(ctx, &arguments, ah),
+            Channel::Elicitation => self.ask_on_stream(ctx, call, &arguments, ah),
+        }
+    }
+
+    fn claims(&self, ctx: &Context<'_>, ah: String, ch: &str, st: Option<String>) -> (Claims, u64) {
         let now = unix_now();
         let ttl = ctx.decision.ttl.as_secs().max(1);
         let claims = Claims {
@@ -447,22 +629,30 @@ impl Gate {
             up: ctx.upstream.to_owned(),
             m: ctx.method.as_str().to_owned(),
             tool: ctx.parts.target.clone(),
-            ah: ah.clone(),
+            ah,
             tdh: ctx.definition_hash(),
             rule: ctx.decision.rule.clone(),
-            ch: TOKEN_CHANNEL.to_owned(),
+            ch: ch.to_owned(),
             iat: now,
             exp: now + ttl,
             jti: new_jti(),
-            st: None,
+            st,
         };
+        (claims, ttl)
+    }
+
+    fn hold_with_token(&self, ctx: &Context<'_>, arguments: &Value, ah: String) -> Verdict {
+        let (claims, ttl) = self.claims(ctx, ah, channel::TOKEN, None);
         let token = mint(&self.settings.keyring, &claims);
-        self.audit(ctx, "decision", "held", Some(&claims.jti), Some(&ah));
-        let summary = ctx
-            .decision
-            .summary
-            .clone()
-            .unwrap_or_else(|| format!("run {} on {}", ctx.parts.target, ctx.upstream));
+        self.audit(
+            ctx,
+            "decision",
+            "held",
+            Some(channel::TOKEN),
+            Some(&claims.jti),
+            Some(&claims.ah),
+        );
+        let summary = ctx.summary();
         let held = Held {
             token: &token,
             tool: &ctx.parts.target,
@@ -470,7 +660,7 @@ impl Gate {
             risk: ctx.decision.risk.as_str(),
             rule: &ctx.decision.rule,
             summary: &summary,
-            arguments: &arguments,
+            arguments,
             expires_in_secs: ttl,
             token_as_argument: ctx.parts.token_argument_is_ours,
         };
@@ -478,28 +668,119 @@ impl Gate {
             Method::ToolsCall => Verdict::Answer(results::held(&held, ctx.has_output_schema())),
             Method::PromptsGet | Method::ResourcesRead => {
                 let result = results::held(&held, true);
-                let data = result["_meta"][results::CONFIRMATION_META].clone();
                 Verdict::AnswerError {
+                    status: StatusCode::OK,
                     code: HELD_ERROR_CODE,
                     message: result["content"][0]["text"]
                         .as_str()
                         .unwrap_or_default()
                         .to_owned(),
-                    data,
+                    data: result["_meta"][results::CONFIRMATION_META].clone(),
                 }
             }
         }
     }
 
+    /// 2026-07-28: answer with the gateway's question; the signed `requestState` binds it to
+    /// this exact call.
+    fn ask_input_required(&self, ctx: &Context<'_>, arguments: &Value, ah: String) -> Verdict {
+        let (claims, _) = self.claims(ctx, ah, channel::INPUT_REQUIRED, None);
+        let state = mint(&self.settings.keyring, &claims);
+        self.audit(
+            ctx,
+            "decision",
+            "asked",
+            Some(channel::INPUT_REQUIRED),
+            Some(&claims.jti),
+            Some(&claims.ah),
+        );
+        let summary = ctx.decision.summary.clone();
+        let question = elicitation_params(&Question {
+            tool: &ctx.parts.target,
+            upstream: ctx.upstream,
+            risk: ctx.decision.risk.as_str(),
+            summary: summary.as_deref(),
+            arguments,
+            preview: None,
+        });
+        Verdict::Answer(json!({
+            "resultType": "input_required",
+            "inputRequests": { APPROVAL_KEY: {"method": "elicitation/create", "params": question} },
+            "requestState": state,
+        }))
+    }
+
+    /// Legacy sessions: the held POST becomes an SSE stream carrying the question.
+    fn ask_on_stream(
+        &self,
+        ctx: &Context<'_>,
+        call: Request,
+        arguments: &Value,
+        ah: String,
+    ) -> Verdict {
+        let Some(session) = ctx.session else {
+            return ctx.human_unavailable();
+        };
+        let question_id = format!("{REQUEST_ID_PREFIX}{}", uuid::Uuid::new_v4());
+        self.audit(
+            ctx,
+            "decision",
+            "asked",
+            Some(channel::ELICITATION),
+            Some(&question_id),
+            Some(&ah),
+        );
+        let summary = ctx.decision.summary.clone();
+        let params = elicitation_params(&Question {
+            tool: &ctx.parts.target,
+            upstream: ctx.upstream,
+            risk: ctx.decision.risk.as_str(),
+            summary: summary.as_deref(),
+            arguments,
+            preview: None,
+        });
+        let question = json!({"jsonrpc": "2.0", "id": question_id, "method": "elicitation/create", "params": params});
+        let progress_token = call
+            .params
+            .as_ref()
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get("progressToken"))
+            .cloned();
+        let mut call = ctx.parts.strip_approval(call, false);
+        if normalize_call_arguments(&mut call).is_err() {
+            return ctx.refusal(
+                "rejected",
+                "unsafe_arguments",
+                results::rejection_message("unsafe_arguments", &ctx.parts.target),
+            );
+        }
+        Verdict::Ask(Box::new(PendingQuestion {
+            call,
+            question,
+            handover_key: handover_key(session, &question_id),
+            progress_token,
+            audit: ctx.call_audit(Some(channel::ELICITATION), Some(question_id), Some(ah)),
+        }))
+    }
+
+    /// Verifies a presented approval (a confirmation token, or a 2026-07-28 `requestState`),
+    /// checks it is bound to this very call, spends it, and forwards the call.
     async fn redeem(
         &self,
         ctx: &Context<'_>,
         call: Request,
-        token: &str,
-        started: Instant,
+        presented: &str,
+        via: &'static str,
     ) -> Verdict {
         let reject = |code: &str| {
-            self.audit(ctx, "outcome", &format!("rejected:{code}"), None, None);
+            self.audit(
+                ctx,
+                "outcome",
+                &format!("rejected:{code}"),
+                Some(via),
+                None,
+                None,
+            );
             ctx.refusal(
                 "rejected",
                 code,
@@ -510,7 +791,7 @@ impl Gate {
             leeway_secs: self.settings.leeway_secs,
             max_ttl_secs: countersign_policy::MAX_TOKEN_TTL.as_secs(),
         };
-        let claims = match verify(&self.settings.keyring, token, unix_now(), &rules) {
+        let claims = match verify(&self.settings.keyring, presented, unix_now(), &rules) {
             Ok(claims) => claims,
             Err(rejection) => return reject(rejection.code()),
         };
@@ -534,10 +815,44 @@ impl Gate {
         if claims.iss != self.settings.issuer {
             return reject(TokenRejection::BadSignature.code());
         }
+        // Each channel's artefact works only in its own place: a requestState is not a token
+        // the model can present, and a token does not answer the gateway's question.
+        let upstream_state = match (via, claims.ch.as_str()) {
+            (channel::TOKEN, channel::TOKEN) => {
+                if ctx.decision.approval == Approval::Human {
+                    return reject("human_approval_unavailable");
+                }
+                None
+            }
+            (channel::INPUT_REQUIRED, channel::INPUT_REQUIRED) => {
+                match input_response(&call) {
+                    // The retry lacks the answer: ask again rather than fail.
+                    None => return self.hold(ctx, call),
+                    Some(answer) if !approves(answer) => {
+                        self.audit(
+                            ctx,
+                            "outcome",
+                            "rejected:not_approved",
+                            Some(via),
+                            Some(&claims.jti),
+                            Some(&ah),
+                        );
+                        return ctx.refusal(
+                            "rejected",
+                            "not_approved",
+                            results::rejection_message("not_approved", &ctx.parts.target),
+                        );
+                    }
+                    Some(_) => None,
+                }
+            }
+            (channel::INPUT_REQUIRED, channel::APPROVED) => Some(claims.st.clone()),
+            _ => return reject(TokenRejection::Malformed.code()),
+        };
         if check_safe_numbers(&arguments).is_err() {
             return reject("unsafe_arguments");
         }
-        // Last check before forwarding: spend the token. Any store failure refuses.
+        // Last check before forwarding: spend the approval. Any store failure refuses.
         let expires_at_ms = (claims.exp + self.settings.leeway_secs + 1) * 1000;
         match self
             .settings
@@ -548,32 +863,84 @@ impl Gate {
             Ok(Consumption::First) => {}
             Ok(Consumption::AlreadySpent) => return reject("replayed"),
             Err(error) => {
-                warn!(%error, "replay store failed; refusing the confirmed call");
+                warn!(%error, "replay store failed; refusing the approved call");
                 return reject("store_unavailable");
             }
         }
-        self.audit(ctx, "decision", "confirmed", Some(&claims.jti), Some(&ah));
-        let mut forwarded = ctx.parts.strip_token(call);
-        // The upstream must receive exactly what was hashed and shown, not `1.0` where the
-        // person approved `1`.
-        if let Some(Value::Object(args)) = forwarded
-            .params
-            .as_mut()
-            .and_then(|p| p.get_mut("arguments"))
-        {
-            let mut value = Value::Object(std::mem::take(args));
-            if normalize_numbers(&mut value).is_err() {
-                return reject("unsafe_arguments");
-            }
-            if let Value::Object(normalized) = value {
-                *args = normalized;
+        self.audit(
+            ctx,
+            "decision",
+            "confirmed",
+            Some(via),
+            Some(&claims.jti),
+            Some(&ah),
+        );
+        let mut forwarded = ctx.parts.strip_approval(call, true);
+        if let Some(state) = upstream_state {
+            // The upstream gets its own state back byte for byte (or none, if it sent none).
+            if let (Some(params), Some(state)) = (forwarded.params.as_mut(), state) {
+                params.insert("requestState".into(), Value::String(state));
             }
         }
-        let audit = ctx.call_audit(started, Some(TOKEN_CHANNEL), Some(claims.jti), Some(ah));
+        // The upstream must receive exactly what was hashed and shown, not `1.0` where the
+        // person approved `1`.
+        if normalize_call_arguments(&mut forwarded).is_err() {
+            return reject("unsafe_arguments");
+        }
+        let wrap = ctx.stateless.then(|| {
+            let (mut template, ttl_secs) = self.claims(ctx, ah.clone(), channel::APPROVED, None);
+            template.sid = None;
+            StateWrap {
+                claims: template,
+                ttl_secs,
+            }
+        });
+        let audit = ctx.call_audit(Some(via), Some(claims.jti), Some(ah));
         Verdict::Forward(
             Payload::Single(Message::Request(forwarded)),
-            Some(Box::new(audit)),
+            Some(Box::new(ForwardContext { audit, wrap })),
         )
+    }
+
+    /// Wraps an upstream's `input_required` answer to an approved call: its `requestState` goes
+    /// inside a signed `approved` state, so the retry is forwarded without asking again and the
+    /// upstream's state comes back byte-exact. An upstream that asks under the gateway's own key
+    /// could make its question look like the gateway's approval, so that answer is refused.
+    pub fn wrap_upstream_state(
+        &self,
+        wrap: &StateWrap,
+        result: &mut Map<String, Value>,
+    ) -> Result<(), String> {
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return Ok(());
+        }
+        if result
+            .get("inputRequests")
+            .and_then(|r| r.get(APPROVAL_KEY))
+            .is_some()
+        {
+            return Err(format!(
+                "the upstream used the gateway's reserved input key `{APPROVAL_KEY}`"
+            ));
+        }
+        let upstream_state = match result.get("requestState") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(state)) => Some(state.clone()),
+            Some(_) => return Err("the upstream's requestState is not a string".into()),
+        };
+        let now = unix_now();
+        let claims = Claims {
+            iat: now,
+            exp: now + wrap.ttl_secs,
+            jti: new_jti(),
+            st: upstream_state,
+            ..wrap.claims.clone()
+        };
+        result.insert(
+            "requestState".into(),
+            Value::String(mint(&self.settings.keyring, &claims)),
+        );
+        Ok(())
     }
 
     fn audit(
@@ -581,6 +948,7 @@ impl Gate {
         ctx: &Context<'_>,
         event: &'static str,
         outcome: &str,
+        channel: Option<&str>,
         jti: Option<&str>,
         args_hash: Option<&str>,
     ) {
@@ -596,7 +964,7 @@ impl Gate {
             risk: Some(ctx.decision.risk.as_str()),
             rule: Some(&ctx.decision.rule),
             action: Some(ctx.decision.action.as_str()),
-            channel: (ctx.decision.action == Action::Confirm).then_some(TOKEN_CHANNEL),
+            channel,
             jti,
             args_hash,
             outcome,
@@ -605,7 +973,7 @@ impl Gate {
         });
     }
 
-    /// Writes the outcome line of a forwarded call.
+    /// Writes the outcome line of a forwarded (or asked-then-settled) call.
     pub fn audit_outcome(&self, audit: &CallAudit, upstream: &str, outcome: &str) {
         self.settings.audit.record(&AuditRecord {
             ts: timestamp(SystemTime::now()),
@@ -642,6 +1010,50 @@ impl Gate {
 pub const HELD_ERROR_CODE: i64 = -32011;
 /// JSON-RPC error code for a refused or denied `prompts/get` / `resources/read`.
 pub const REFUSED_ERROR_CODE: i64 = -32010;
+/// MCP 2026-07-28 `MissingRequiredClientCapability`.
+pub const MISSING_CAPABILITY_CODE: i64 = -32021;
+
+fn is_our_question(answer: &Response) -> bool {
+    matches!(&answer.id, Some(RequestId::String(id)) if id.starts_with(REQUEST_ID_PREFIX))
+}
+
+fn handover_key(session: &str, question_id: &str) -> String {
+    format!("{session}\n{question_id}")
+}
+
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn request_state(call: &Request) -> Option<String> {
+    call.params
+        .as_ref()?
+        .get("requestState")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+fn input_response(call: &Request) -> Option<&Value> {
+    call.params
+        .as_ref()?
+        .get("inputResponses")?
+        .get(APPROVAL_KEY)
+}
+
+/// Rewrites the call's argument numbers to their canonical text.
+fn normalize_call_arguments(call: &mut Request) -> Result<(), ()> {
+    if let Some(Value::Object(args)) = call.params.as_mut().and_then(|p| p.get_mut("arguments")) {
+        let mut value = Value::Object(std::mem::take(args));
+        normalize_numbers(&mut value).map_err(|_| ())?;
+        if let Value::Object(normalized) = value {
+            *args = normalized;
+        }
+    }
+    Ok(())
+}
 
 fn classify(
     policy: &Policy,
@@ -734,10 +1146,13 @@ impl CallParts {
                 )));
             }
         };
-        let argument_token = arguments
-            .get(TOKEN_ARGUMENT)
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        // A non-string value here is the gateway's only if the tool declares no such argument
+        // (settled in `with_definition`); keep it so it can be refused rather than ignored.
+        let argument_token = match arguments.get(TOKEN_ARGUMENT) {
+            None => None,
+            Some(Value::String(token)) => Some(token.clone()),
+            Some(other) => Some(other.to_string()),
+        };
         Ok(Self {
             method,
             target,
@@ -762,6 +1177,13 @@ impl CallParts {
         self
     }
 
+    /// A token in `_meta` and a different one in the arguments is ambiguous: which did the
+    /// person approve? Such calls are refused as malformed.
+    fn conflicting_tokens(&self) -> bool {
+        self.token_argument_is_ours
+            && matches!((&self.meta_token, &self.argument_token), (Some(a), Some(b)) if a != b)
+    }
+
     fn presented_token(&self) -> Option<&str> {
         self.meta_token.as_deref().or(self
             .argument_token
@@ -782,9 +1204,20 @@ impl CallParts {
         }
     }
 
-    /// The request with the gateway's token removed from `_meta` and (when ours) `arguments`.
-    fn strip_token(&self, mut call: Request) -> Request {
+    /// The request without the gateway's approval artefacts: the token in `_meta` and (when
+    /// ours) `arguments`, and — once an approval was redeemed — the gateway's `requestState` and
+    /// its key in `inputResponses`.
+    fn strip_approval(&self, mut call: Request, redeemed: bool) -> Request {
         if let Some(params) = call.params.as_mut() {
+            if redeemed {
+                params.remove("requestState");
+                if let Some(Value::Object(responses)) = params.get_mut("inputResponses") {
+                    responses.remove(APPROVAL_KEY);
+                    if responses.is_empty() {
+                        params.remove("inputResponses");
+                    }
+                }
+            }
             if let Some(Value::Object(meta)) = params.get_mut("_meta") {
                 meta.remove(TOKEN_META);
             }
@@ -803,10 +1236,12 @@ struct Context<'a> {
     upstream: &'a str,
     principal: &'a Principal,
     session: Option<&'a str>,
+    stateless: bool,
     method: Method,
     parts: &'a CallParts,
     decision: &'a Decision,
     pinned: Option<&'a PinnedTool>,
+    started: Instant,
 }
 
 impl Context<'_> {
@@ -825,6 +1260,13 @@ impl Context<'_> {
         })
     }
 
+    fn summary(&self) -> String {
+        self.decision
+            .summary
+            .clone()
+            .unwrap_or_else(|| format!("run {} on {}", self.parts.target, self.upstream))
+    }
+
     fn refusal(&self, status: &'static str, code: &str, message: String) -> Verdict {
         let refusal = Refusal {
             status,
@@ -841,6 +1283,7 @@ impl Context<'_> {
             Method::PromptsGet | Method::ResourcesRead => {
                 let result = results::refused(&refusal, true);
                 Verdict::AnswerError {
+                    status: StatusCode::OK,
                     code: REFUSED_ERROR_CODE,
                     message: refusal.message.clone(),
                     data: result["_meta"][results::CONFIRMATION_META].clone(),
@@ -849,9 +1292,29 @@ impl Context<'_> {
         }
     }
 
+    /// The policy wants a person and this client cannot ask one. On 2026-07-28 that is the
+    /// protocol's `MissingRequiredClientCapability` (-32021, HTTP 400).
+    fn human_unavailable(&self) -> Verdict {
+        let message = results::rejection_message("human_approval_unavailable", &self.parts.target);
+        if self.stateless {
+            return Verdict::AnswerError {
+                status: StatusCode::BAD_REQUEST,
+                code: MISSING_CAPABILITY_CODE,
+                message: message.clone(),
+                data: json!({
+                    "requiredCapabilities": {"elicitation": {"form": {}}},
+                    "status": "rejected",
+                    "code": "human_approval_unavailable",
+                    "tool": self.parts.target,
+                    "upstream": self.upstream,
+                }),
+            };
+        }
+        self.refusal("rejected", "human_approval_unavailable", message)
+    }
+
     fn call_audit(
         &self,
-        started: Instant,
         channel: Option<&'static str>,
         jti: Option<String>,
         args_hash: Option<String>,
@@ -867,7 +1330,7 @@ impl Context<'_> {
             channel,
             jti,
             args_hash,
-            started,
+            started: self.started,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod audit;
 pub mod body;
 pub mod catalog_fetch;
 pub mod config;
+pub mod elicit;
 pub mod endpoint;
 pub mod error;
 pub mod forward;
@@ -21,6 +22,7 @@ pub mod metrics;
 pub mod results;
 pub mod rewrite;
 pub mod server;
+pub mod sessions;
 pub mod sse;
 pub mod stack;
 

@@ -11,7 +11,7 @@ use countersign_jsonrpc::message::{Message, RequestId};
 use countersign_jsonrpc::strict::parse_strict;
 use serde_json::{Map, Value, json};
 
-use crate::gate::Gate;
+use crate::gate::{Gate, StateWrap};
 
 /// The argument name clients use to present a confirmation token.
 pub const TOKEN_ARGUMENT: &str = "confirmationToken";
@@ -33,6 +33,8 @@ pub enum ResponseEdit {
     ToolsList,
     /// Append [`INSTRUCTIONS`] to `result.instructions`.
     Instructions,
+    /// Wrap an upstream's `input_required` state into the gateway's signed `approved` state.
+    WrapState,
 }
 
 /// The edit for one forwarded request's response, plus what the gateway learns from it.
@@ -45,6 +47,8 @@ pub struct ResponseHook {
     /// The request asked for the first page; a result without `nextCursor` is then the whole
     /// listing, and it is pinned.
     pub first_page: bool,
+    /// For [`ResponseEdit::WrapState`]: the approved call's bindings.
+    pub wrap: Option<StateWrap>,
 }
 
 impl ResponseHook {
@@ -67,11 +71,27 @@ impl ResponseHook {
             upstream: upstream.to_owned(),
             gate: gate.clone(),
             first_page,
+            wrap: None,
         })
+    }
+
+    /// The hook for an approved 2026-07-28 call, whose upstream may answer `input_required`.
+    pub fn wrap_state(id: &RequestId, upstream: &str, gate: &Arc<Gate>, wrap: StateWrap) -> Self {
+        Self {
+            id: id.clone(),
+            edit: ResponseEdit::WrapState,
+            upstream: upstream.to_owned(),
+            gate: gate.clone(),
+            first_page: false,
+            wrap: Some(wrap),
+        }
     }
 
     /// The edited message, or `None` to relay `body` as it is.
     pub fn apply(&self, body: &[u8]) -> Option<Vec<u8>> {
+        if let (ResponseEdit::WrapState, Some(wrap)) = (self.edit, &self.wrap) {
+            return self.wrap_upstream_state(body, wrap);
+        }
         if self.edit == ResponseEdit::ToolsList && self.first_page {
             self.pin_complete_listing(body);
         }
@@ -80,6 +100,31 @@ impl ResponseHook {
         edit_response(body, &self.id, self.edit, &|_, tool| {
             gate.may_confirm(upstream, tool)
         })
+    }
+
+    fn wrap_upstream_state(&self, body: &[u8], wrap: &StateWrap) -> Option<Vec<u8>> {
+        let Ok(Message::Response(mut response)) = Message::from_value(parse_strict(body).ok()?)
+        else {
+            return None;
+        };
+        if response.id.as_ref() != Some(&self.id) {
+            return None;
+        }
+        let Ok(Value::Object(result)) = &mut response.outcome else {
+            return None;
+        };
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return None;
+        }
+        if let Err(reason) = self.gate.wrap_upstream_state(wrap, result) {
+            tracing::warn!(upstream = %self.upstream, %reason, "upstream input_required refused");
+            response.outcome = Err(countersign_jsonrpc::message::ErrorObject {
+                code: -32603,
+                message: format!("countersign refused the upstream's answer: {reason}"),
+                data: None,
+            });
+        }
+        Some(Message::Response(response).to_vec())
     }
 
     fn pin_complete_listing(&self, body: &[u8]) {
@@ -146,6 +191,7 @@ pub fn edit_response(
             append_instructions(result);
             true
         }
+        ResponseEdit::WrapState => false,
     };
     // An unchanged message is relayed as the upstream wrote it.
     changed.then(|| Message::Response(response).to_vec())

@@ -1,0 +1,176 @@
+//! Asking the person: the `elicitation/create` question the gateway sends (on the held call's
+//! SSE stream, or inside an `input_required` result), and how an answer is judged.
+//!
+//! The question is security UI. It is built from the canonical arguments, the configured
+//! upstream name and the policy's summary — never from model-written text such as the tool's
+//! description — and every character that could hide or reorder what the person reads
+//! (control characters, ANSI escapes, bidi overrides, zero-width characters) is shown escaped.
+
+use serde_json::{Value, json};
+
+/// The key of the gateway's question in `inputRequests` / `inputResponses` (2026-07-28).
+pub const APPROVAL_KEY: &str = "countersign/approval";
+/// Prefix of the gateway's own JSON-RPC request ids on a session. Upstreams number their
+/// requests (the TypeScript SDK from 0) or use their own strings; a UUID under this prefix
+/// never collides with them.
+pub const REQUEST_ID_PREFIX: &str = "countersign-";
+
+/// Longest argument listing shown; the rest is cut with a visible marker.
+const MAX_ARGUMENTS_CHARS: usize = 1500;
+
+/// What the person is asked about.
+#[derive(Debug)]
+pub struct Question<'a> {
+    pub tool: &'a str,
+    pub upstream: &'a str,
+    pub risk: &'a str,
+    pub summary: Option<&'a str>,
+    /// Canonical arguments, exactly as they will be forwarded.
+    pub arguments: &'a Value,
+    /// Text of a dry-run preview, when the policy asked for one.
+    pub preview: Option<&'a str>,
+}
+
+/// `params` of the gateway's `elicitation/create`.
+pub fn elicitation_params(question: &Question<'_>) -> Value {
+    json!({
+        "mode": "form",
+        "message": message(question),
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "approve": {"type": "boolean", "title": "Approve this call?", "default": false}
+            },
+            "required": ["approve"]
+        }
+    })
+}
+
+fn message(question: &Question<'_>) -> String {
+    let mut text = format!(
+        "An assistant wants to run a tool that needs your approval.\n\nTool: {}\nServer: {}\nRisk: {}\n",
+        question.tool, question.upstream, question.risk
+    );
+    if let Some(summary) = question.summary {
+        text.push_str(&format!("What it does: {}\n", escape(summary)));
+    }
+    let arguments = serde_json::to_string_pretty(question.arguments).unwrap_or_default();
+    text.push_str(&format!(
+        "Arguments:\n{}\n",
+        truncate(&escape(&arguments), MAX_ARGUMENTS_CHARS)
+    ));
+    if let Some(preview) = question.preview {
+        text.push_str(&format!(
+            "\nPreview (dry run):\n{}\n",
+            truncate(&escape(preview), MAX_ARGUMENTS_CHARS)
+        ));
+    }
+    text.push_str("\nApprove only if you expected this call. Nothing runs unless you approve.");
+    text
+}
+
+/// Escapes every character that could hide or reorder text, keeping line breaks and tabs of
+/// the (pretty-printed) listing.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let hidden = match c {
+            '\n' | '\t' => false,
+            c if c.is_control() => true,
+            '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{feff}'
+            | '\u{061c}'
+            | '\u{180e}' => true,
+            _ => false,
+        };
+        if hidden {
+            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!(
+            "{}…[truncated: {} more characters]",
+            &text[..cut],
+            text[cut..].chars().count()
+        ),
+    }
+}
+
+/// Whether an `ElicitResult` approves: `action: "accept"` and `content.approve` exactly `true`.
+/// Decline, cancel, an unticked box, a missing field or anything malformed is a refusal.
+pub fn approves(result: &Value) -> bool {
+    result.get("action").and_then(Value::as_str) == Some("accept")
+        && result.get("content").and_then(|c| c.get("approve")) == Some(&Value::Bool(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question(arguments: &Value) -> Question<'_> {
+        Question {
+            tool: "create_order",
+            upstream: "store",
+            risk: "write",
+            summary: Some("Order for ada"),
+            arguments,
+            preview: None,
+        }
+    }
+
+    #[test]
+    fn only_an_accepted_ticked_box_approves() {
+        assert!(approves(
+            &json!({"action": "accept", "content": {"approve": true}})
+        ));
+        for refusal in [
+            json!({"action": "accept", "content": {"approve": false}}),
+            json!({"action": "accept", "content": {"approve": "true"}}),
+            json!({"action": "accept", "content": {}}),
+            json!({"action": "accept"}),
+            json!({"action": "decline"}),
+            json!({"action": "cancel", "content": {"approve": true}}),
+            json!({}),
+        ] {
+            assert!(!approves(&refusal), "{refusal}");
+        }
+    }
+
+    #[test]
+    fn the_question_shows_arguments_with_hidden_characters_escaped() {
+        let arguments = json!({"to": "bob\u{202e}moc.evil\u{200b}", "note": "\u{1b}[2Jcleared"});
+        let params = elicitation_params(&question(&arguments));
+        let message = params["message"].as_str().expect("message");
+        assert!(message.contains("Tool: create_order") && message.contains("Server: store"));
+        for hidden in ['\u{202e}', '\u{200b}', '\u{1b}'] {
+            assert!(!message.contains(hidden), "{hidden:?} must be escaped");
+        }
+        assert!(message.contains("\\u{202e}") && message.contains("\\u{200b}"));
+        assert_eq!(params["requestedSchema"]["required"], json!(["approve"]));
+        assert_eq!(
+            params["requestedSchema"]["properties"]["approve"]["default"],
+            false
+        );
+    }
+
+    #[test]
+    fn long_arguments_are_cut_visibly() {
+        let arguments = json!({"blob": "x".repeat(10_000)});
+        let message = elicitation_params(&question(&arguments))["message"]
+            .as_str()
+            .expect("message")
+            .to_owned();
+        assert!(message.contains("…[truncated: "));
+        assert!(message.chars().count() < 2500);
+    }
+}

@@ -1,0 +1,123 @@
+//! What the gateway remembers about legacy (2025-03-26 … 2025-11-25) sessions: who opened each
+//! one and whether its client declared it can elicit, learned from the `initialize` exchange.
+//! The gateway may ask a person through a session only when that session's client said it can
+//! show the question, and accepts the answer only from the session and principal it asked.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Most sessions remembered; the least recently seen is forgotten first. A forgotten session
+/// only loses the elicitation channel (its calls fall back to the token channel).
+const MAX_SESSIONS: usize = 100_000;
+/// A session unseen this long is forgotten.
+const IDLE: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    /// The principal that initialized the session.
+    pub principal: String,
+    /// The client declared form-mode elicitation in `initialize`.
+    pub can_elicit: bool,
+    last_seen: Instant,
+}
+
+#[derive(Debug, Default)]
+pub struct SessionBook {
+    sessions: Mutex<HashMap<String, SessionInfo>>,
+}
+
+impl SessionBook {
+    /// Records a session the upstream just opened for `principal`'s `initialize`.
+    pub fn opened(
+        &self,
+        session: &str,
+        principal: &str,
+        initialize_params: Option<&serde_json::Map<String, Value>>,
+    ) {
+        let can_elicit = initialize_params
+            .and_then(|p| p.get("capabilities"))
+            .is_some_and(declares_form_elicitation);
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.len() >= MAX_SESSIONS {
+            let now = Instant::now();
+            sessions.retain(|_, s| now.duration_since(s.last_seen) < IDLE);
+            if sessions.len() >= MAX_SESSIONS
+                && let Some(oldest) = sessions
+                    .iter()
+                    .min_by_key(|(_, s)| s.last_seen)
+                    .map(|(k, _)| k.clone())
+            {
+                sessions.remove(&oldest);
+            }
+        }
+        sessions.insert(
+            session.to_owned(),
+            SessionInfo {
+                principal: principal.to_owned(),
+                can_elicit,
+                last_seen: Instant::now(),
+            },
+        );
+    }
+
+    /// The session, if it is known, was opened by `principal`, and is not idle-expired.
+    pub fn get(&self, session: &str, principal: &str) -> Option<SessionInfo> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let info = sessions.get_mut(session)?;
+        if info.principal != principal || info.last_seen.elapsed() >= IDLE {
+            return None;
+        }
+        info.last_seen = Instant::now();
+        Some(info.clone())
+    }
+
+    pub fn closed(&self, session: &str) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session);
+    }
+}
+
+/// `capabilities.elicitation` present and covering form mode: `{}` (2025-06-18: form is the only
+/// mode; 2025-11-25: empty means form) or an object with `form`.
+pub fn declares_form_elicitation(capabilities: &Value) -> bool {
+    match capabilities.get("elicitation") {
+        Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn elicitation_capability_means_form_unless_only_url_is_declared() {
+        assert!(declares_form_elicitation(&json!({"elicitation": {}})));
+        assert!(declares_form_elicitation(
+            &json!({"elicitation": {"form": {}, "url": {}}})
+        ));
+        assert!(!declares_form_elicitation(
+            &json!({"elicitation": {"url": {}}})
+        ));
+        assert!(!declares_form_elicitation(&json!({"sampling": {}})));
+        assert!(!declares_form_elicitation(&json!({"elicitation": true})));
+    }
+
+    #[test]
+    fn a_session_is_only_found_for_the_principal_that_opened_it() {
+        let book = SessionBook::default();
+        let params = json!({"capabilities": {"elicitation": {}}});
+        book.opened("s1", "ada", params.as_object());
+        assert!(book.get("s1", "ada").is_some_and(|s| s.can_elicit));
+        assert!(book.get("s1", "mallory").is_none());
+        book.closed("s1");
+        assert!(book.get("s1", "ada").is_none());
+    }
+}
