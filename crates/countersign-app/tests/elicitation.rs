@@ -112,11 +112,10 @@ async fn open_session(h: &Harness, client_name: &str, elicitation: bool) -> Stri
     let response = TestClient::default()
         .post_json(&h.url(), &[], &body.to_string())
         .await;
-    let session = response
+    response
         .header("mcp-session-id")
         .expect("the store opens a session")
-        .to_owned();
-    session
+        .to_owned()
 }
 
 fn call(id: u64, tool: &str, arguments: Value) -> String {
