@@ -64,6 +64,17 @@ fn store(request: &RecordedRequest) -> Reply {
                     "inputRequests": {"countersign/approval": {"method": "elicitation/create", "params": {"message": "Approve?", "requestedSchema": {"type": "object"}}}},
                     "requestState": "x"
                 })),
+                Some(tool) if params["arguments"]["dry_run"] == true => {
+                    if params["arguments"]["id"] == "missing" {
+                        result(
+                            json!({"content": [{"type": "text", "text": "no such order"}], "isError": true}),
+                        )
+                    } else {
+                        result(
+                            json!({"content": [{"type": "text", "text": format!("would {tool} {}", params["arguments"]["id"])}]}),
+                        )
+                    }
+                }
                 Some(tool) => result(
                     json!({"content": [{"type": "text", "text": format!("ran {tool}")}], "resultType": "complete"}),
                 ),
@@ -724,4 +735,53 @@ async fn human_only_approval_needs_a_client_that_can_ask() {
     .await;
     assert_eq!(asked["result"]["resultType"], "input_required");
     assert!(executed(&h).is_empty());
+}
+
+#[tokio::test]
+async fn a_dry_run_preview_is_shown_with_the_question_and_a_failed_one_is_returned_as_is() {
+    let dir = std::env::temp_dir().join(format!("countersign-preview-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let policy = dir.join("preview.yaml");
+    std::fs::write(
+        &policy,
+        "version: 1\nrules:\n  - id: deletes\n    tools: [delete_order]\n    action: confirm\n    preview: { arguments: { dry_run: true } }\n",
+    )
+    .expect("write");
+    let h = start(&format!("policy: {}\n", policy.display())).await;
+    let (_, asked) = post_stateless(
+        &h,
+        "delete_order",
+        &stateless_call(1, "delete_order", true, json!({})),
+    )
+    .await;
+    let message = asked["result"]["inputRequests"]["countersign/approval"]["params"]["message"]
+        .as_str()
+        .expect("message");
+    assert!(
+        message.contains("Preview (dry run):") && message.contains("would delete_order \"o-1\""),
+        "{message} {:?}",
+        executed(&h)
+    );
+    let calls = executed(&h);
+    assert_eq!(calls.len(), 1, "only the dry run ran");
+    assert_eq!(
+        calls[0].1["arguments"],
+        json!({"id": "o-1", "dry_run": true})
+    );
+
+    let failing =
+        stateless_call(2, "delete_order", true, json!({})).replace("\"o-1\"", "\"missing\"");
+    let (_, failed) = post_stateless(&h, "delete_order", &failing).await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    assert_eq!(failed["result"]["content"][0]["text"], "no such order");
+    assert!(
+        failed["result"].get("inputRequests").is_none(),
+        "nothing to approve after a failed preview"
+    );
+    assert!(
+        executed(&h)
+            .iter()
+            .all(|(_, params)| params["arguments"]["dry_run"] == true),
+        "only dry runs ran"
+    );
 }

@@ -3,7 +3,7 @@
 //! credentials, since what a session may see can depend on them — following every page.
 
 use bytes::Bytes;
-use countersign_jsonrpc::message::{Message, RequestId};
+use countersign_jsonrpc::message::{ErrorObject, Message, RequestId};
 use countersign_jsonrpc::sse::SseDecoder;
 use countersign_jsonrpc::strict::parse_strict;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -66,7 +66,9 @@ pub async fn list_tools(
             Bytes::from(body.to_string()),
             &mirrored,
         );
-        let result = call(upstream, client, request, &id, max_event_bytes).await?;
+        let result = call(upstream, client, request, &id, max_event_bytes)
+            .await?
+            .map_err(|e| listing_error(upstream, &format!("error {}: {}", e.code, e.message)))?;
         let page = result
             .get("tools")
             .and_then(Value::as_array)
@@ -80,15 +82,16 @@ pub async fn list_tools(
     Err(listing_error(upstream, "more than 64 pages"))
 }
 
-/// Sends one request and returns the `result` of the response carrying `id`, from a JSON body or
-/// from the SSE stream (skipping the notifications and requests that may precede it).
-async fn call(
+/// Sends one request and returns the `result` (or JSON-RPC error) of the response carrying `id`,
+/// from a JSON body or from the SSE stream (skipping the notifications and requests that may
+/// precede it).
+pub async fn call(
     upstream: &Upstream,
     client: &UpstreamClient,
     request: http::Request<http_body_util::Full<Bytes>>,
     id: &RequestId,
     max_event_bytes: usize,
-) -> Result<Map<String, Value>, ProxyError> {
+) -> Result<Result<Map<String, Value>, ErrorObject>, ProxyError> {
     let response = client.send(upstream, request).await?;
     let status = response.status();
     if status != StatusCode::OK {
@@ -142,7 +145,7 @@ async fn call(
                 .data()
                 .and_then(|data| response_result(data.as_bytes(), id))
             {
-                return result.map_err(|message| listing_error(upstream, &message));
+                return Ok(result);
             }
         }
     }
@@ -153,13 +156,15 @@ async fn call(
         ));
     }
     response_result(&buffered, id)
-        .unwrap_or_else(|| Err("the body is not the response".to_owned()))
-        .map_err(|message| listing_error(upstream, &message))
+        .ok_or_else(|| listing_error(upstream, "the body is not the response"))
 }
 
 /// `Some(Ok(result))` for the successful response to `id`, `Some(Err)` for its error response,
 /// `None` for any other message.
-fn response_result(bytes: &[u8], id: &RequestId) -> Option<Result<Map<String, Value>, String>> {
+fn response_result(
+    bytes: &[u8],
+    id: &RequestId,
+) -> Option<Result<Map<String, Value>, ErrorObject>> {
     let Ok(Message::Response(response)) = Message::from_value(parse_strict(bytes).ok()?) else {
         return None;
     };
@@ -168,8 +173,12 @@ fn response_result(bytes: &[u8], id: &RequestId) -> Option<Result<Map<String, Va
     }
     Some(match response.outcome {
         Ok(Value::Object(result)) => Ok(result),
-        Ok(_) => Err("the result is not an object".to_owned()),
-        Err(error) => Err(format!("error {}: {}", error.code, error.message)),
+        Ok(_) => Err(ErrorObject {
+            code: -32603,
+            message: "the result is not an object".into(),
+            data: None,
+        }),
+        Err(error) => Err(error),
     })
 }
 

@@ -490,16 +490,18 @@ impl Gate {
                 }
                 if let Some(token) = parts.presented_token() {
                     let token = token.to_owned();
-                    return self.redeem(&ctx, call, &token, channel::TOKEN).await;
+                    return self
+                        .redeem(request, &ctx, call, &token, channel::TOKEN)
+                        .await;
                 }
                 if request.stateless
                     && let Some(state) = request_state(&call)
                 {
                     return self
-                        .redeem(&ctx, call, &state, channel::INPUT_REQUIRED)
+                        .redeem(request, &ctx, call, &state, channel::INPUT_REQUIRED)
                         .await;
                 }
-                self.hold(&ctx, call)
+                self.hold(request, &ctx, call).await
             }
         }
     }
@@ -579,7 +581,7 @@ impl Gate {
         }
     }
 
-    fn hold(&self, ctx: &Context<'_>, call: Request) -> Verdict {
+    async fn hold(&self, request: &GateRequest<'_>, ctx: &Context<'_>, call: Request) -> Verdict {
         let Some(channel) = self.channel(ctx, &call) else {
             self.audit(
                 ctx,
@@ -611,10 +613,105 @@ impl Gate {
                 );
             }
         };
+        let preview = match self.preview(request, ctx, &call, &arguments).await {
+            Ok(preview) => preview,
+            Err(verdict) => return verdict,
+        };
+        let preview = preview.as_deref();
         match channel {
-            Channel::Token => self.hold_with_token(ctx, &arguments, ah),
-            Channel::InputRequired => self.ask_input_required(ctx, &arguments, ah),
-            Channel::Elicitation => self.ask_on_stream(ctx, call, &arguments, ah),
+            Channel::Token => self.hold_with_token(ctx, &arguments, ah, preview),
+            Channel::InputRequired => self.ask_input_required(ctx, &arguments, ah, preview),
+            Channel::Elicitation => self.ask_on_stream(ctx, call, &arguments, ah, preview),
+        }
+    }
+
+    /// A dry run the policy asked for (`preview: {arguments: {dry_run: true}}`): the tool is
+    /// called with those extra arguments first and its text shown with the question. A preview
+    /// that fails is answered as it is, without asking: there is nothing sound to approve.
+    async fn preview(
+        &self,
+        request: &GateRequest<'_>,
+        ctx: &Context<'_>,
+        call: &Request,
+        arguments: &Value,
+    ) -> Result<Option<String>, Verdict> {
+        let Some(extra) = ctx
+            .decision
+            .preview
+            .as_ref()
+            .and_then(|p| p.get("arguments"))
+            .and_then(Value::as_object)
+        else {
+            return Ok(None);
+        };
+        if ctx.method != Method::ToolsCall {
+            return Ok(None);
+        }
+        let mut preview_arguments = arguments.as_object().cloned().unwrap_or_default();
+        preview_arguments.extend(extra.clone());
+        let id = RequestId::String(format!(
+            "{REQUEST_ID_PREFIX}preview-{}",
+            uuid::Uuid::new_v4()
+        ));
+        let mut params = Map::new();
+        params.insert("name".into(), Value::String(ctx.parts.target.clone()));
+        params.insert("arguments".into(), Value::Object(preview_arguments));
+        let mut mirrored = Vec::new();
+        if let Some(meta) = stateless_meta(call) {
+            params.insert("_meta".into(), Value::Object(meta));
+            mirrored.push((
+                crate::inspect::MCP_METHOD,
+                http::HeaderValue::from_static("tools/call"),
+            ));
+            if let Ok(name) = http::HeaderValue::try_from(
+                countersign_jsonrpc::mcp::encode_header_value(&ctx.parts.target),
+            ) {
+                mirrored.push((crate::inspect::MCP_NAME, name));
+            }
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id.to_value(), "method": "tools/call", "params": params});
+        let upstream_request = crate::forward::upstream_request(
+            request.upstream,
+            http::Method::POST,
+            request.headers,
+            bytes::Bytes::from(body.to_string()),
+            &mirrored,
+        );
+        let outcome = crate::catalog_fetch::call(
+            request.upstream,
+            request.client,
+            upstream_request,
+            &id,
+            request.max_event_bytes,
+        )
+        .await;
+        match outcome {
+            Ok(Ok(result)) if result.get("isError") != Some(&Value::Bool(true)) => {
+                let text: Vec<&str> = result
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+                    .filter_map(|block| block.get("text").and_then(Value::as_str))
+                    .collect();
+                self.audit(ctx, "decision", "previewed", None, None, None);
+                Ok(Some(text.join("\n")))
+            }
+            Ok(Ok(failed)) => {
+                self.audit(ctx, "outcome", "preview_failed", None, None, None);
+                Err(Verdict::Answer(Value::Object(failed)))
+            }
+            Ok(Err(error)) => {
+                self.audit(ctx, "outcome", "preview_failed", None, None, None);
+                Err(Verdict::AnswerError {
+                    status: StatusCode::OK,
+                    code: error.code,
+                    message: error.message,
+                    data: error.data.unwrap_or(Value::Null),
+                })
+            }
+            Err(error) => Err(Verdict::Refuse(error)),
         }
     }
 
@@ -641,7 +738,13 @@ impl Gate {
         (claims, ttl)
     }
 
-    fn hold_with_token(&self, ctx: &Context<'_>, arguments: &Value, ah: String) -> Verdict {
+    fn hold_with_token(
+        &self,
+        ctx: &Context<'_>,
+        arguments: &Value,
+        ah: String,
+        preview: Option<&str>,
+    ) -> Verdict {
         let (claims, ttl) = self.claims(ctx, ah, channel::TOKEN, None);
         let token = mint(&self.settings.keyring, &claims);
         self.audit(
@@ -652,7 +755,13 @@ impl Gate {
             Some(&claims.jti),
             Some(&claims.ah),
         );
-        let summary = ctx.summary();
+        let mut summary = ctx.summary();
+        if let Some(preview) = preview {
+            summary.push_str(&format!(
+                "\nPreview (dry run): {}",
+                crate::elicit::escape(preview)
+            ));
+        }
         let held = Held {
             token: &token,
             tool: &ctx.parts.target,
@@ -683,7 +792,13 @@ impl Gate {
 
     /// 2026-07-28: answer with the gateway's question; the signed `requestState` binds it to
     /// this exact call.
-    fn ask_input_required(&self, ctx: &Context<'_>, arguments: &Value, ah: String) -> Verdict {
+    fn ask_input_required(
+        &self,
+        ctx: &Context<'_>,
+        arguments: &Value,
+        ah: String,
+        preview: Option<&str>,
+    ) -> Verdict {
         let (claims, _) = self.claims(ctx, ah, channel::INPUT_REQUIRED, None);
         let state = mint(&self.settings.keyring, &claims);
         self.audit(
@@ -701,7 +816,7 @@ impl Gate {
             risk: ctx.decision.risk.as_str(),
             summary: summary.as_deref(),
             arguments,
-            preview: None,
+            preview,
         });
         Verdict::Answer(json!({
             "resultType": "input_required",
@@ -717,6 +832,7 @@ impl Gate {
         call: Request,
         arguments: &Value,
         ah: String,
+        preview: Option<&str>,
     ) -> Verdict {
         let Some(session) = ctx.session else {
             return ctx.human_unavailable();
@@ -737,7 +853,7 @@ impl Gate {
             risk: ctx.decision.risk.as_str(),
             summary: summary.as_deref(),
             arguments,
-            preview: None,
+            preview,
         });
         let question = json!({"jsonrpc": "2.0", "id": question_id, "method": "elicitation/create", "params": params});
         let progress_token = call
@@ -767,6 +883,7 @@ impl Gate {
     /// checks it is bound to this very call, spends it, and forwards the call.
     async fn redeem(
         &self,
+        request: &GateRequest<'_>,
         ctx: &Context<'_>,
         call: Request,
         presented: &str,
@@ -827,7 +944,7 @@ impl Gate {
             (channel::INPUT_REQUIRED, channel::INPUT_REQUIRED) => {
                 match input_response(&call) {
                     // The retry lacks the answer: ask again rather than fail.
-                    None => return self.hold(ctx, call),
+                    None => return self.hold(request, ctx, call).await,
                     Some(answer) if !approves(answer) => {
                         self.audit(
                             ctx,
