@@ -389,6 +389,38 @@ impl Catalog {
         events
     }
 
+    /// Raises a tool's pinned risk to `risk` if that is higher — how a replica adopts what
+    /// another replica pinned, so a tool's risk never depends on which replica answered.
+    /// Returns whether it rose. Unknown tools are left alone: they are already `unknown`.
+    pub fn raise(&mut self, upstream: &str, tool: &str, risk: Risk) -> bool {
+        let Some(pin) = self
+            .upstreams
+            .get_mut(upstream)
+            .and_then(|t| t.get_mut(tool))
+        else {
+            return false;
+        };
+        if risk > pin.pinned_risk {
+            pin.pinned_risk = risk;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Every pinned tool of `upstream` with its pinned risk, for sharing with other replicas.
+    pub fn pinned_risks(&self, upstream: &str) -> Vec<(String, Risk)> {
+        self.upstreams
+            .get(upstream)
+            .map(|tools| {
+                tools
+                    .values()
+                    .map(|p| (p.name.clone(), p.pinned_risk))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// An operator accepts the tool's current definition: its pinned risk becomes the
     /// risk that definition implies (possibly lower) and it stops counting as changed.
     /// Returns the new pinned risk.

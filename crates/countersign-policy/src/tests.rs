@@ -1213,3 +1213,24 @@ proptest! {
         let _ = Policy::from_yaml(&text);
     }
 }
+
+#[test]
+fn a_shared_risk_only_ever_raises_a_pin() {
+    let mut catalog = Catalog::new();
+    catalog.observe(
+        "up",
+        &[serde_json::json!({"name": "t", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}})],
+    );
+    assert!(!catalog.raise("up", "t", Risk::Read));
+    assert!(catalog.raise("up", "t", Risk::Destructive));
+    assert!(!catalog.raise("up", "t", Risk::Write), "never lowered");
+    assert_eq!(
+        catalog.get("up", "t").map(|p| p.pinned_risk),
+        Some(Risk::Destructive)
+    );
+    assert_eq!(
+        catalog.pinned_risks("up"),
+        vec![("t".to_owned(), Risk::Destructive)]
+    );
+    assert!(!catalog.raise("up", "missing", Risk::Unknown));
+}
