@@ -4,8 +4,9 @@
 //!   confirmed call is forwarded (DESIGN.md §6);
 //! - [`AnswerHandover`]: passing a human's elicitation answer from the request that received
 //!   it to the request holding the call (DESIGN.md §7);
-//! - the in-memory backends ([`MemoryReplayStore`], [`MemoryAnswerHandover`]) and the
-//!   [`conformance`] suite every backend, in-memory or Redis, must pass.
+//! - the in-memory backends ([`MemoryReplayStore`], [`MemoryAnswerHandover`]), the Redis
+//!   backends (`RedisReplayStore`, `RedisAnswerHandover`, feature `redis`, on by default) and
+//!   the [`conformance`] suite every backend, in-memory or Redis, must pass.
 //!
 //! It knows nothing about HTTP, MCP or tokens: it must not import hyper, tower or the other
 //! countersign crates. Keys are opaque strings; callers decide what they mean.
@@ -19,6 +20,8 @@
 mod clock;
 mod handover;
 mod memory;
+#[cfg(feature = "redis")]
+mod redis_backend;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
@@ -31,6 +34,8 @@ use futures_util::future::BoxFuture;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use handover::MemoryAnswerHandover;
 pub use memory::MemoryReplayStore;
+#[cfg(feature = "redis")]
+pub use redis_backend::{RedisAnswerHandover, RedisReplayStore};
 
 /// The outcome of recording a `jti`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
