@@ -11,6 +11,17 @@
 //   node client.mjs --url URL --script session [--elicit accept|decline|cancel]
 //   node client.mjs --url URL --script call --tool NAME [--args JSON] [--elicit ...]
 //   node client.mjs --url URL --script confirm|confirm-cross-session
+//   node client.mjs --url URL --script elicit [--gateway-answer A] [--upstream-answer A]
+//   options: --elicit accept|decline|cancel (default accept): how every question is answered
+//            --gateway-answer accept|decline|cancel|untick|throw: overrides it for the gateway's
+//              own approval question (untick: accept with the box unticked; throw: the handler
+//              throws, so the SDK answers with a JSON-RPC error)
+//            --upstream-answer accept|decline|cancel: overrides it for any other question
+//            --no-elicitation: declare no elicitation capability at all
+//
+// The elicit script drives a gateway's elicitation channel (elicitation/create on the held
+// call's stream): it tells the gateway's question apart from the upstream's own and records
+// both, labelled, in the transcript.
 //
 // The confirm scripts drive a gateway's confirmation-token channel (run them through the
 // gateway); they declare no elicitation capability, so the token in the tool result is the
@@ -34,7 +45,15 @@ const CALL_TIMEOUT_MS = 120000;
 const CONFIRMATION_META = "countersign/confirmation";
 const TOKEN_META = "countersign/confirmationToken";
 const TOKEN_ARGUMENT = "confirmationToken";
-const SCRIPTS = ["session", "call", "confirm", "confirm-cross-session"];
+const SCRIPTS = ["session", "call", "confirm", "confirm-cross-session", "elicit"];
+// The gateway's own approval question (countersign DESIGN.md §7): recognised by its one
+// boolean field, or by how its message starts.
+const GATEWAY_FIELD = "approve";
+const GATEWAY_MESSAGE_PREFIX = "An assistant wants to run a tool that needs your approval";
+const ELICIT_ANSWERS = ["accept", "decline", "cancel"];
+const GATEWAY_ANSWERS = ["accept", "decline", "cancel", "untick", "throw"];
+const UPSTREAM_ANSWERS = ["accept", "decline", "cancel"];
+const UUID_PATTERN = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
 
 function fail(message, status = 1) {
   process.stderr.write(`client.mjs: ${message}\n`);
@@ -59,7 +78,8 @@ try {
 function usage(message) {
   fail(
     `${message}\nusage: node client.mjs --url URL --script ${SCRIPTS.join("|")} [--tool NAME] [--args JSON] ` +
-      "[--elicit accept|decline|cancel]",
+      "[--elicit accept|decline|cancel] [--gateway-answer accept|decline|cancel|untick|throw] " +
+      "[--upstream-answer accept|decline|cancel] [--no-elicitation]",
     2,
   );
 }
@@ -73,6 +93,9 @@ try {
       tool: { type: "string" },
       args: { type: "string", default: "{}" },
       elicit: { type: "string", default: "accept" },
+      "gateway-answer": { type: "string" },
+      "upstream-answer": { type: "string" },
+      "no-elicitation": { type: "boolean", default: false },
     },
     strict: true,
   }));
@@ -81,7 +104,24 @@ try {
 }
 if (!options.url) usage("--url is required");
 if (!SCRIPTS.includes(options.script)) usage(`--script must be one of ${SCRIPTS.join(", ")}`);
-if (!["accept", "decline", "cancel"].includes(options.elicit)) usage("--elicit must be accept, decline or cancel");
+if (!ELICIT_ANSWERS.includes(options.elicit)) usage(`--elicit must be one of ${ELICIT_ANSWERS.join(", ")}`);
+if (options["gateway-answer"] !== undefined && !GATEWAY_ANSWERS.includes(options["gateway-answer"])) {
+  usage(`--gateway-answer must be one of ${GATEWAY_ANSWERS.join(", ")}`);
+}
+if (options["upstream-answer"] !== undefined && !UPSTREAM_ANSWERS.includes(options["upstream-answer"])) {
+  usage(`--upstream-answer must be one of ${UPSTREAM_ANSWERS.join(", ")}`);
+}
+// How the person answers: the gateway's approval question and every other question apart.
+// `labelled` (the elicit script, or either precise option given) records each question with who
+// asked it; otherwise the record keeps the original {mode, message, fields, action}.
+const answers = {
+  gateway: options["gateway-answer"] ?? options.elicit,
+  upstream: options["upstream-answer"] ?? options.elicit,
+  labelled:
+    options.script === "elicit" ||
+    options["gateway-answer"] !== undefined ||
+    options["upstream-answer"] !== undefined,
+};
 if (options.script === "call" && !options.tool) usage("--script call needs --tool NAME");
 let callArguments;
 try {
@@ -125,6 +165,46 @@ function affirmativeValue(prop) {
   if (prop.type === "number" || prop.type === "integer") return prop.minimum ?? 1;
   if (prop.type === "array") return [];
   return null;
+}
+
+function isGatewayQuestion(message, properties) {
+  return Object.hasOwn(properties ?? {}, GATEWAY_FIELD) || String(message).startsWith(GATEWAY_MESSAGE_PREFIX);
+}
+
+// The tool, server, risk and argument lines of the gateway's question, as the person read them.
+function questionLines(message) {
+  const found = {};
+  const lines = String(message).split("\n");
+  lines.forEach((line, index) => {
+    for (const [label, key] of [
+      ["Tool: ", "tool"],
+      ["Server: ", "server"],
+      ["Risk: ", "risk"],
+    ]) {
+      if (line.startsWith(label) && !(key in found)) found[key] = line.slice(label.length);
+    }
+    if (line === "Arguments:" && !("argumentLines" in found)) {
+      const shown = [];
+      for (const following of lines.slice(index + 1)) {
+        if (following === "") break;
+        shown.push(following);
+      }
+      found.argumentLines = shown;
+      try {
+        found.argumentsShown = JSON.parse(shown.join("\n"));
+      } catch {
+        found.argumentsShown = null;
+      }
+    }
+  });
+  return found;
+}
+
+// A question's JSON-RPC id, without volatile parts.
+function requestIdShape(id) {
+  if (typeof id === "number") return "<integer>";
+  if (typeof id === "string") return id.replace(UUID_PATTERN, "<uuid>");
+  return id ?? null;
 }
 
 const recorder = {
@@ -186,25 +266,45 @@ const CLIENT_INFO = { name: "countersign-e2e-typescript", version: "1.0.0" };
 const confirming = options.script.startsWith("confirm");
 // The confirm scripts test the token channel: without the capability no gateway may answer
 // a held call with elicitation/create instead.
+const elicits = !confirming && !options["no-elicitation"];
 const client = new sdk.Client(CLIENT_INFO, {
-  capabilities: confirming ? {} : { elicitation: { form: {} } },
+  capabilities: elicits ? { elicitation: { form: {} } } : {},
 });
 
-const handleElicitation = async (request) => {
+const handleElicitation = async (request, extra) => {
   const params = request.params;
   const mode = params.mode ?? "form";
-  const seen = { mode, message: params.message, action: options.elicit };
   const properties = params.requestedSchema?.properties;
-  let content;
-  if (properties) {
-    seen.fields = Object.keys(properties).sort();
-    content = Object.fromEntries(Object.entries(properties).map(([k, p]) => [k, affirmativeValue(p)]));
+  const gateway = isGatewayQuestion(params.message, properties);
+  const answer = gateway ? answers.gateway : answers.upstream;
+  let seen;
+  if (answers.labelled) {
+    seen = {
+      asker: gateway ? "gateway" : "upstream",
+      answer,
+      id: requestIdShape(extra?.requestId),
+      mode,
+      message: params.message,
+      ...(gateway ? questionLines(params.message) : {}),
+    };
+  } else {
+    seen = { mode, message: params.message, action: answer };
   }
+  if (properties) seen.fields = Object.keys(properties).sort();
   recorder.elicitations.push(seen);
-  if (options.elicit !== "accept") return { action: options.elicit };
-  return mode === "form" ? { action: "accept", content: content ?? {} } : { action: "accept" };
+  if (answer === "throw") throw new Error("the person's client failed while showing the question");
+  if (answer === "decline" || answer === "cancel") return { action: answer };
+  if (mode !== "form") return { action: "accept" };
+  // untick: the person accepts the form but leaves every box unticked.
+  const content = Object.fromEntries(
+    Object.entries(properties ?? {}).map(([k, p]) => [
+      k,
+      answer === "untick" && p.type === "boolean" ? false : affirmativeValue(p),
+    ]),
+  );
+  return { action: "accept", content };
 };
-if (!confirming) client.setRequestHandler(sdk.ElicitRequestSchema, handleElicitation);
+if (elicits) client.setRequestHandler(sdk.ElicitRequestSchema, handleElicitation);
 
 client.setNotificationHandler(sdk.LoggingMessageNotificationSchema, async (notification) => {
   const { level, data, logger } = notification.params;
@@ -398,6 +498,13 @@ const scripts = {
   },
   async call() {
     await call(options.tool, callArguments, { progress: true });
+  },
+  // A gateway's elicitation channel in one session: a held write, a held destructive call whose
+  // upstream then asks its own question, and what the upstream really executed.
+  async elicit() {
+    await call("add_note", { name: "e", text: "1" });
+    await call("confirm_delete", { name: "readme" });
+    await call("audit_log", {});
   },
   // The token channel end to end in one session; the upstream's audit_log judges what ran.
   async confirm() {

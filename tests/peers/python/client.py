@@ -12,7 +12,17 @@ Usage:
   client.py --url URL --mode MODE --script call --tool NAME [--args JSON]
   client.py --url URL --mode MODE --script confirm
   client.py --url URL --mode legacy --script confirm-cross-session
-  options: --elicit accept|decline|cancel (default accept)
+  client.py --url URL --mode MODE --script elicit [--gateway-answer A] [--upstream-answer A]
+  options: --elicit accept|decline|cancel (default accept): how every question is answered
+           --gateway-answer accept|decline|cancel|untick|throw: overrides it for the gateway's
+             own approval question (untick: accept with the box unticked; throw: the handler
+             fails, so the SDK answers with a JSON-RPC error)
+           --upstream-answer accept|decline|cancel: overrides it for any other question
+           --no-elicitation: declare no elicitation capability at all
+
+The elicit script drives a gateway's elicitation channels (elicitation/create on the
+held call's stream, or input_required on 2026-07-28): it tells the gateway's question
+apart from the upstream's own and records both, labelled, in the transcript.
 
 The confirm scripts drive a gateway's confirmation-token channel (they need the
 gateway in front of the notes upstream); they declare no elicitation capability,
@@ -33,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -64,6 +75,13 @@ CONFIRMATION_META = "countersign/confirmation"
 TOKEN_META = "countersign/confirmationToken"
 TOKEN_ARGUMENT = "confirmationToken"
 CONFIRM_SCRIPTS = ("confirm", "confirm-cross-session")
+# The gateway's own approval question (countersign DESIGN.md §7): recognised by its one
+# boolean field, or by how its message starts.
+GATEWAY_FIELD = "approve"
+GATEWAY_MESSAGE_PREFIX = "An assistant wants to run a tool that needs your approval"
+GATEWAY_ANSWERS = ("accept", "decline", "cancel", "untick", "throw")
+UPSTREAM_ANSWERS = ("accept", "decline", "cancel")
+UUID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def normalize(value: Any) -> Any:
@@ -81,11 +99,67 @@ def dump(model: Any) -> Any:
     return normalize(model.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
+class ElicitAnswers:
+    """How the person answers: the gateway's approval question and every other question apart.
+
+    `labelled` (the elicit script, or either precise option given) records each question with
+    who asked it; otherwise the record keeps the original `{mode, message, fields, action}`."""
+
+    def __init__(self, gateway: str, upstream: str, labelled: bool) -> None:
+        self.gateway = gateway
+        self.upstream = upstream
+        self.labelled = labelled
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ElicitAnswers:
+        labelled = args.script == "elicit" or args.gateway_answer is not None or args.upstream_answer is not None
+        return cls(args.gateway_answer or args.elicit, args.upstream_answer or args.elicit, labelled)
+
+
+class HandlerFailure(RuntimeError):
+    """Raised by the elicitation handler for `--gateway-answer throw`."""
+
+
+def is_gateway_question(message: str, properties: dict[str, Any]) -> bool:
+    return GATEWAY_FIELD in properties or message.startswith(GATEWAY_MESSAGE_PREFIX)
+
+
+def question_lines(message: str) -> dict[str, Any]:
+    """The tool, server, risk and argument lines of the gateway's question, as the person read them."""
+    found: dict[str, Any] = {}
+    lines = message.split("\n")
+    for index, line in enumerate(lines):
+        for label, key in (("Tool: ", "tool"), ("Server: ", "server"), ("Risk: ", "risk")):
+            if line.startswith(label) and key not in found:
+                found[key] = line[len(label) :]
+        if line == "Arguments:" and "argumentLines" not in found:
+            shown: list[str] = []
+            for following in lines[index + 1 :]:
+                if following == "":
+                    break
+                shown.append(following)
+            found["argumentLines"] = shown
+            try:
+                found["argumentsShown"] = normalize(json.loads("\n".join(shown)))
+            except json.JSONDecodeError:
+                found["argumentsShown"] = None
+    return found
+
+
+def request_id_shape(request_id: Any) -> Any:
+    """A question's JSON-RPC id (legacy) or inputRequests key (2026-07-28), without volatile parts."""
+    if isinstance(request_id, int) and not isinstance(request_id, bool):
+        return "<integer>"
+    if isinstance(request_id, str):
+        return UUID_PATTERN.sub("<uuid>", request_id)
+    return request_id
+
+
 class Recorder:
     """Collects what the server sent besides responses: progress, logs, elicitations, notifications."""
 
-    def __init__(self, elicit_action: str) -> None:
-        self.elicit_action = elicit_action
+    def __init__(self, answers: ElicitAnswers) -> None:
+        self.answers = answers
         self.progress: list[dict[str, Any]] = []
         self.logs: list[dict[str, Any]] = []
         self.elicitations: list[dict[str, Any]] = []
@@ -130,19 +204,39 @@ class Recorder:
         self.unsolicited.append(method)
         self.unsolicited_changed.set()
 
-    async def on_elicit(self, _context: Any, params: Any) -> types.ElicitResult:
+    async def on_elicit(self, context: Any, params: Any) -> types.ElicitResult:
         mode = getattr(params, "mode", "form") or "form"
-        seen: dict[str, Any] = {"mode": mode, "message": params.message, "action": self.elicit_action}
         schema = getattr(params, "requested_schema", None)
-        content: dict[str, Any] = {}
+        properties: dict[str, Any] = {}
         if schema is not None:
             schema_dict = schema if isinstance(schema, dict) else dump(schema)
             properties = schema_dict.get("properties", {})
+        gateway = is_gateway_question(params.message, properties)
+        answer = self.answers.gateway if gateway else self.answers.upstream
+        if self.answers.labelled:
+            seen: dict[str, Any] = {
+                "asker": "gateway" if gateway else "upstream",
+                "answer": answer,
+                "id": request_id_shape(getattr(context, "request_id", None)),
+                "mode": mode,
+                "message": params.message,
+            }
+            if gateway:
+                seen.update(question_lines(params.message))
+        else:
+            seen = {"mode": mode, "message": params.message, "action": answer}
+        if schema is not None:
             seen["fields"] = sorted(properties)
-            content = {name: affirmative_value(prop) for name, prop in properties.items()}
         self.elicitations.append(seen)
-        if self.elicit_action != "accept":
-            return types.ElicitResult(action=self.elicit_action)
+        if answer == "throw":
+            raise HandlerFailure("the person's client failed while showing the question")
+        if answer in ("decline", "cancel"):
+            return types.ElicitResult(action=answer)
+        # untick: the person accepts the form but leaves every box unticked.
+        content = {
+            name: False if answer == "untick" and prop.get("type") == "boolean" else affirmative_value(prop)
+            for name, prop in properties.items()
+        }
         return types.ElicitResult(action="accept", content=content if mode == "form" else None)
 
     async def on_http_response(self, response: httpx2.Response) -> None:
@@ -226,6 +320,7 @@ class Session:
         *,
         announces: bool = False,
         progress: bool = False,
+        record_exceptions: bool = False,
     ) -> dict[str, Any] | None:
         step: dict[str, Any] = {"call": name, "arguments": arguments}
         callback = self.recorder.on_progress if progress else None
@@ -235,6 +330,11 @@ class Session:
             )
         except MCPError as exc:
             step["error"] = {"code": exc.error.code, "message": exc.error.message}
+            result = None
+        except Exception as exc:  # noqa: BLE001 - e.g. a throwing handler inside the SDK's input_required loop
+            if not record_exceptions:
+                raise
+            step["exception"] = describe(exc)
             result = None
         else:
             step["result"] = result_summary(result)
@@ -272,6 +372,14 @@ async def script_session(session: Session, _args: argparse.Namespace) -> None:
 
 async def script_call(session: Session, args: argparse.Namespace) -> None:
     await session.call(args.tool, args.call_arguments, progress=True)
+
+
+async def script_elicit(session: Session, _args: argparse.Namespace) -> None:
+    """A gateway's elicitation channel in one session: a held write, a held destructive call
+    whose upstream then asks its own question, and what the upstream really executed."""
+    await session.call("add_note", {"name": "e", "text": "1"}, record_exceptions=True)
+    await session.call("confirm_delete", {"name": "readme"}, record_exceptions=True)
+    await session.call("audit_log", {}, record_exceptions=True)
 
 
 def confirmation_of(result: types.CallToolResult) -> dict[str, Any] | None:
@@ -419,6 +527,7 @@ SCRIPTS: dict[str, Callable[[Session, argparse.Namespace], Awaitable[None]]] = {
     "call": script_call,
     "confirm": script_confirm,
     "confirm-cross-session": script_confirm_cross_session,
+    "elicit": script_elicit,
 }
 
 
@@ -436,7 +545,7 @@ async def open_session(args: argparse.Namespace, recorder: Recorder) -> AsyncIte
         client_info=CLIENT_INFO,
         # The confirm scripts test the token channel: without the capability no gateway may
         # answer a held call with elicitation/create or input_required instead.
-        elicitation_callback=None if args.script in CONFIRM_SCRIPTS else recorder.on_elicit,
+        elicitation_callback=None if args.script in CONFIRM_SCRIPTS or args.no_elicitation else recorder.on_elicit,
         logging_callback=recorder.on_log,
         log_level="info",  # 2026-07-28 servers only send log messages to requests that opt in
         message_handler=recorder.on_message,
@@ -454,13 +563,13 @@ async def open_session(args: argparse.Namespace, recorder: Recorder) -> AsyncIte
                 except TimeoutError:
                     sys.stderr.write("client.py: the GET stream was not answered\n")
             session = Session(client, recorder, modern)
-            session.open_another = lambda: open_session(args, Recorder(args.elicit))
+            session.open_another = lambda: open_session(args, Recorder(ElicitAnswers.from_args(args)))
             yield session
         # Leaving the client context sends DELETE for a legacy session (terminate_on_close).
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    recorder = Recorder(args.elicit)
+    recorder = Recorder(ElicitAnswers.from_args(args))
     transcript: dict[str, Any] = {"peer": PEER, "mode": args.mode, "script": args.script}
     async with open_session(args, recorder) as session:
         client = session.client
@@ -494,6 +603,13 @@ def main() -> int:
     parser.add_argument("--tool", help="tool name for --script call")
     parser.add_argument("--args", default="{}", help="JSON object of arguments for --script call")
     parser.add_argument("--elicit", default="accept", choices=["accept", "decline", "cancel"])
+    parser.add_argument(
+        "--gateway-answer", choices=GATEWAY_ANSWERS, help="answer to the gateway's approval question (default: --elicit)"
+    )
+    parser.add_argument(
+        "--upstream-answer", choices=UPSTREAM_ANSWERS, help="answer to every other question (default: --elicit)"
+    )
+    parser.add_argument("--no-elicitation", action="store_true", help="declare no elicitation capability")
     args = parser.parse_args()
     if args.script == "call" and not args.tool:
         parser.error("--script call needs --tool NAME")
