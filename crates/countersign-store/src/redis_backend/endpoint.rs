@@ -88,6 +88,14 @@ impl Endpoint {
     pub(super) async fn connect(&self, command_timeout: Duration) -> Result<Commands, StoreError> {
         let commands = match &self.target {
             Target::Standalone(client, _) => {
+                // One plain attempt first: the manager retries a failed connect quietly, so all
+                // it could report is a timeout; this says why (refused, TLS, AUTH).
+                let probe = client.get_multiplexed_async_connection();
+                match tokio::time::timeout(connection_timeout(command_timeout), probe).await {
+                    Ok(Ok(_probe)) => {}
+                    Ok(Err(error)) => return Err(store_error(error)),
+                    Err(_elapsed) => return Err(StoreError::Timeout),
+                }
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(connection_timeout(command_timeout)))
                     .set_response_timeout(Some(command_timeout))
