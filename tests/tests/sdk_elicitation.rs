@@ -1033,7 +1033,6 @@ async fn unanswered_question_times_out_as_not_approved() {
 /// (the TypeScript SDK sends it when its request timeout, 60 s by default, expires while the
 /// person is still deciding). An approval arriving afterwards must not run the call.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "gateway bug: notifications/cancelled does not end a held call; a later approval still runs it"]
 async fn cancelled_held_call_is_never_forwarded() {
     let deployment = deploy(&[]).await;
     let addr = gateway_addr(&deployment.url);

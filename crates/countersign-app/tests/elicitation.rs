@@ -785,3 +785,91 @@ async fn a_dry_run_preview_is_shown_with_the_question_and_a_failed_one_is_return
         "only dry runs ran"
     );
 }
+
+#[tokio::test]
+async fn a_2025_03_26_session_is_never_asked_by_elicitation() {
+    let h = start("").await;
+    let session = open_session(&h, "old", true).await;
+    // No MCP-Protocol-Version header: a 2025-03-26 client, which has no elicitation.
+    let response = TestClient::default()
+        .post_json(
+            &h.url(),
+            &[("mcp-session-id", &session)],
+            &call(1, "delete_order", json!({"id": "o-1"})),
+        )
+        .await;
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    assert_eq!(
+        response.json()["result"]["_meta"]["countersign/confirmation"]["status"],
+        "requires_confirmation"
+    );
+    assert!(executed(&h).is_empty());
+}
+
+#[tokio::test]
+async fn ending_the_session_or_cancelling_settles_a_pending_question() {
+    let h = start("").await;
+    let session = open_session(&h, "a", true).await;
+    let (question, mut stream) = ask(&h, &session, "delete_order").await;
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    TestClient::default()
+        .post_json(
+            &h.url(),
+            &[("mcp-session-id", &session)],
+            &cancel.to_string(),
+        )
+        .await;
+    let settled = next_message(&mut stream).await;
+    assert_eq!(
+        settled["result"]["_meta"]["countersign/confirmation"]["code"],
+        "not_approved"
+    );
+    assert_eq!(
+        answer(
+            &h,
+            &session,
+            &question["id"],
+            json!({"action": "accept", "content": {"approve": true}})
+        )
+        .await,
+        400
+    );
+
+    let (_, mut stream) = ask(&h, &session, "delete_order").await;
+    let deleted = TestClient::default()
+        .send(
+            Method::DELETE,
+            &h.url(),
+            &[("mcp-session-id", &session)],
+            Bytes::new(),
+        )
+        .await;
+    assert!(deleted.status().is_success());
+    let settled = next_message(&mut stream).await;
+    assert_eq!(
+        settled["result"]["_meta"]["countersign/confirmation"]["code"],
+        "not_approved"
+    );
+    assert!(executed(&h).is_empty());
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_before_answering_runs_nothing() {
+    let h = start("").await;
+    let session = open_session(&h, "a", true).await;
+    let (question, stream) = ask(&h, &session, "delete_order").await;
+    drop(stream);
+    // The gateway notices the closed stream as soon as the connection closes; the pause only
+    // orders this test's two connections, it asserts nothing about speed.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status = answer(
+        &h,
+        &session,
+        &question["id"],
+        json!({"action": "accept", "content": {"approve": true}}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(executed(&h).is_empty());
+}

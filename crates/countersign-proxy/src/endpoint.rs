@@ -17,14 +17,14 @@ use hyper::body::{Frame, Incoming};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tower::Service;
-use tracing::debug;
+use tracing::{debug, info};
 
 use crate::body::{ResponseBody, collect_limited, full};
 use crate::config::{Limits, Upstream};
 use crate::error::ProxyError;
 use crate::forward::{UpstreamClient, relay, upstream_request};
 use crate::gate::{
-    CallAudit, ForwardContext, Gate, GateRequest, KEEP_ALIVE, PendingQuestion, Verdict,
+    CallAudit, ForwardContext, Gate, GateRequest, KEEP_ALIVE, PendingQuestion, Settlement, Verdict,
 };
 use crate::hardening::RouteIndex;
 use crate::inspect::inspect_post;
@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     limits: Limits,
     metrics: ProxyMetrics,
     gate: Arc<Gate>,
+    /// Held calls waiting on this replica, per session, so ending a session settles them.
+    questions: std::sync::Mutex<std::collections::HashMap<String, Vec<RequestId>>>,
 }
 
 /// Forwards requests that passed hardening to their route's upstream.
@@ -67,6 +69,7 @@ impl McpEndpoints {
                 limits,
                 metrics,
                 gate,
+                questions: Default::default(),
             }),
         }
     }
@@ -304,6 +307,15 @@ impl Shared {
                 .and_then(|v| v.to_str().ok())
         {
             self.gate.sessions.closed(session);
+            // Calls still waiting for an answer in that session will never get one.
+            let pending = self
+                .questions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(session)
+                .cloned()
+                .unwrap_or_default();
+            self.gate.end_session(session, &pending).await;
         }
         // GET and DELETE carry no body on MCP endpoints; whatever a client sends is not forwarded.
         let upstream_request = upstream_request(
@@ -363,6 +375,19 @@ impl Shared {
         }
     }
 
+    fn track_question(&self, session: &str, call_id: &RequestId, waiting: bool) {
+        let mut questions = self.questions.lock().unwrap_or_else(|p| p.into_inner());
+        let ids = questions.entry(session.to_owned()).or_default();
+        if waiting {
+            ids.push(call_id.clone());
+        } else {
+            ids.retain(|id| id != call_id);
+            if ids.is_empty() {
+                questions.remove(session);
+            }
+        }
+    }
+
     /// The life of one question stream (see [`Shared::ask`]). Ends early, forwarding nothing,
     /// when the client goes away.
     async fn run_question(
@@ -379,55 +404,64 @@ impl Shared {
             call,
             question,
             handover_key,
-            progress_token,
+            question_id,
             audit,
         } = pending;
         let call_id = call.id.clone();
+        let session = audit.session.clone().unwrap_or_default();
         // Register for the answer before asking, so a quick answer is never lost.
         let mut waiting = self
             .gate
             .settings
             .handover
             .wait(&handover_key, self.gate.settings.elicitation_timeout);
-        if events.send(event(&question)).await.is_err() {
-            self.gate
-                .audit_outcome(&audit, &route.upstream.name, "client_gone");
-            return;
-        }
-        let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
-        keep_alive.tick().await;
-        let mut waited = 0u64;
-        let answer = loop {
-            tokio::select! {
-                answer = &mut waiting => break answer,
-                _ = keep_alive.tick() => {
-                    waited += KEEP_ALIVE.as_secs();
-                    let beat = match &progress_token {
-                        // Progress resets the timeout of clients that honour it.
-                        Some(token) => event(&json!({"jsonrpc": "2.0", "method": "notifications/progress",
-                            "params": {"progressToken": token, "progress": waited, "message": "waiting for the user's approval"}})),
-                        None => Bytes::from_static(b": waiting for the user's approval\n\n"),
-                    };
-                    if events.send(beat).await.is_err() {
-                        self.gate.audit_outcome(&audit, &route.upstream.name, "client_gone");
-                        return;
+        self.track_question(&session, &call_id, true);
+        debug!(upstream = route.label, tool = %audit.target, "asking the person on the call's stream");
+        let settled = if events.send(event(&question)).await.is_err() {
+            Err("client_gone")
+        } else {
+            let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+            keep_alive.tick().await;
+            loop {
+                tokio::select! {
+                    settled = &mut waiting => break Ok(settled),
+                    // A client that goes away can no longer see the result; nothing runs.
+                    () = events.closed() => break Err("client_gone"),
+                    _ = keep_alive.tick() => {
+                        // A comment keeps clients and intermediaries from dropping a quiet
+                        // stream. (Progress would be out of order with the tool's own.)
+                        if events.send(Bytes::from_static(b": waiting for the user's approval\n\n")).await.is_err() {
+                            break Err("client_gone");
+                        }
                     }
                 }
             }
         };
-        let approved = match &answer {
-            Ok(Some(bytes)) => countersign_jsonrpc::strict::parse_strict(bytes)
-                .ok()
-                .and_then(|v| v.get("result").cloned())
-                .is_some_and(|result| crate::elicit::approves(&result)),
-            Ok(None) | Err(_) => false,
+        self.track_question(&session, &call_id, false);
+        let (approved, outcome) = match &settled {
+            Err(gone) => (false, *gone),
+            Ok(Ok(Some(bytes))) => match Settlement::decode(bytes) {
+                Some(Settlement::Answer {
+                    question_id: answered,
+                    response,
+                }) if answered == question_id => match response.get("result") {
+                    Some(result) if crate::elicit::approves(result) => (true, "approved"),
+                    Some(_) => (false, "rejected:not_approved"),
+                    None => (false, "rejected:not_approved(client_error)"),
+                },
+                Some(Settlement::Cancelled) => (false, "rejected:not_approved(cancelled)"),
+                _ => (false, "rejected:not_approved(unknown_answer)"),
+            },
+            Ok(Ok(None)) => (false, "rejected:not_approved(timeout)"),
+            Ok(Err(_)) => (false, "rejected:store_unavailable"),
         };
+        info!(upstream = route.label, tool = %audit.target, outcome, "question settled");
+        if outcome == "client_gone" {
+            self.gate
+                .audit_outcome(&audit, &route.upstream.name, outcome);
+            return;
+        }
         if !approved {
-            let outcome = if matches!(answer, Ok(None)) {
-                "rejected:not_approved(timeout)"
-            } else {
-                "rejected:not_approved"
-            };
             self.gate
                 .audit_outcome(&audit, &route.upstream.name, outcome);
             let refusal = crate::results::refused(

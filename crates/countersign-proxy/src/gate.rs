@@ -252,11 +252,10 @@ pub struct PendingQuestion {
     pub call: Request,
     /// The gateway's `elicitation/create`, ready to send.
     pub question: Value,
-    /// Hand-over key: session and question id.
+    /// Hand-over key: session and the held call's id.
     pub handover_key: String,
-    /// The call's progress token, if any: waiting is reported as progress so clients that reset
-    /// their timeout on progress keep waiting.
-    pub progress_token: Option<Value>,
+    /// The id of the gateway's question; only an answer to exactly this id counts.
+    pub question_id: String,
     pub audit: CallAudit,
 }
 
@@ -315,7 +314,69 @@ impl Gate {
                 self.take_answer(request, answer).await
             }
             Payload::Batch(messages) => self.check_batch(request, messages).await,
+            Payload::Single(Message::Notification(cancel))
+                if cancel.method == "notifications/cancelled" =>
+            {
+                self.cancel_question(request, &cancel).await;
+                Verdict::Forward(Payload::Single(Message::Notification(cancel)), None)
+            }
             other => Verdict::Forward(other, None),
+        }
+    }
+
+    /// A client that cancels a held call has given up on it: the question is settled as not
+    /// approved, so a late approval can never run it. (The notification is still forwarded;
+    /// the upstream ignores ids it does not know.)
+    async fn cancel_question(
+        &self,
+        request: &GateRequest<'_>,
+        cancel: &countersign_jsonrpc::message::Notification,
+    ) {
+        let Some(session) = session_id(request.headers) else {
+            return;
+        };
+        let Some(principal) = self.settings.identity.principal(request.headers) else {
+            return;
+        };
+        if self.sessions.get(&session, &principal.id).is_none() {
+            return;
+        }
+        let Some(call_id) = cancel
+            .params
+            .as_ref()
+            .and_then(|p| p.get("requestId"))
+            .and_then(|id| RequestId::from_value(id).ok())
+        else {
+            return;
+        };
+        let key = handover_key(
+            &session,
+            &question_id(&self.settings.keyring, &session, &call_id),
+        );
+        if let Ok(true) = self
+            .settings
+            .handover
+            .deliver(&key, Settlement::Cancelled.encode())
+            .await
+        {
+            info!(session = %session, "held call cancelled by the client; its question is closed");
+        }
+    }
+
+    /// A session ended (DELETE): its held calls are settled as not approved.
+    pub async fn end_session(&self, session: &str, pending_call_ids: &[RequestId]) {
+        for call_id in pending_call_ids {
+            let _ = self
+                .settings
+                .handover
+                .deliver(
+                    &handover_key(
+                        session,
+                        &question_id(&self.settings.keyring, session, call_id),
+                    ),
+                    Settlement::Cancelled.encode(),
+                )
+                .await;
         }
     }
 
@@ -339,7 +400,13 @@ impl Gate {
             return Verdict::Refuse(ProxyError::UnknownAnswer);
         };
         let key = handover_key(&session, id);
-        let bytes = Message::Response(answer).to_vec();
+        let question_id = id.clone();
+        let response = Message::Response(answer).to_value();
+        let bytes = Settlement::Answer {
+            question_id,
+            response,
+        }
+        .encode();
         match self.settings.handover.deliver(&key, bytes).await {
             Ok(true) => Verdict::Accepted,
             Ok(false) => Verdict::Refuse(ProxyError::UnknownAnswer),
@@ -439,6 +506,11 @@ impl Gate {
             principal: &principal,
             session: session.as_deref(),
             stateless: request.stateless,
+            protocol_version: request
+                .headers
+                .get("mcp-protocol-version")
+                .and_then(|v| v.to_str().ok())
+                .and_then(countersign_jsonrpc::mcp::ProtocolVersion::parse),
             method,
             parts: &parts,
             decision: &decision,
@@ -569,7 +641,13 @@ impl Gate {
                 .is_some_and(declares_form_elicitation);
             declared.then_some(Channel::InputRequired)
         } else {
+            // Elicitation exists from 2025-06-18 on; such clients send the negotiated version
+            // on every request, so a request without it is an older session.
+            let version_can_elicit = ctx
+                .protocol_version
+                .is_some_and(|v| v >= countersign_jsonrpc::mcp::ProtocolVersion::V2025_06_18);
             ctx.session
+                .filter(|_| version_can_elicit)
                 .and_then(|s| self.sessions.get(s, &ctx.principal.id))
                 .filter(|s| s.can_elicit)
                 .map(|_| Channel::Elicitation)
@@ -837,7 +915,7 @@ impl Gate {
         let Some(session) = ctx.session else {
             return ctx.human_unavailable();
         };
-        let question_id = format!("{REQUEST_ID_PREFIX}{}", uuid::Uuid::new_v4());
+        let question_id = question_id(&self.settings.keyring, session, &call.id);
         self.audit(
             ctx,
             "decision",
@@ -856,12 +934,7 @@ impl Gate {
             preview,
         });
         let question = json!({"jsonrpc": "2.0", "id": question_id, "method": "elicitation/create", "params": params});
-        let progress_token = call
-            .params
-            .as_ref()
-            .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get("progressToken"))
-            .cloned();
+        let handover_key = handover_key(session, &question_id);
         let mut call = ctx.parts.strip_approval(call, false);
         if normalize_call_arguments(&mut call).is_err() {
             return ctx.refusal(
@@ -873,8 +946,8 @@ impl Gate {
         Verdict::Ask(Box::new(PendingQuestion {
             call,
             question,
-            handover_key: handover_key(session, &question_id),
-            progress_token,
+            handover_key,
+            question_id: question_id.clone(),
             audit: ctx.call_audit(Some(channel::ELICITATION), Some(question_id), Some(ah)),
         }))
     }
@@ -1134,8 +1207,66 @@ fn is_our_question(answer: &Response) -> bool {
     matches!(&answer.id, Some(RequestId::String(id)) if id.starts_with(REQUEST_ID_PREFIX))
 }
 
+/// Hand-over key of a held call's question.
 fn handover_key(session: &str, question_id: &str) -> String {
     format!("{session}\n{question_id}")
+}
+
+/// The id of the gateway's question for a held call, `countersign-<uuid>`: derived from the
+/// signing key, the session and the call's id, so it is unguessable, and a replica that receives
+/// the client's `notifications/cancelled` for the call finds the same question without any
+/// shared state.
+fn question_id(keyring: &Keyring, session: &str, call_id: &RequestId) -> String {
+    let mut input = session.as_bytes().to_vec();
+    input.push(0);
+    input.extend_from_slice(call_id.to_value().to_string().as_bytes());
+    let mut bytes: [u8; 16] = keyring.derive("question", &input)[..16]
+        .try_into()
+        .expect("32 >= 16");
+    // Shaped as a version-4 UUID, the form clients and logs expect.
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    format!(
+        "{REQUEST_ID_PREFIX}{}",
+        uuid::Uuid::from_bytes(bytes).hyphenated()
+    )
+}
+
+/// What the hand-over carries to a waiting question stream.
+#[derive(Debug)]
+pub enum Settlement {
+    /// The client's JSON-RPC response to the question with this id.
+    Answer {
+        question_id: String,
+        response: Value,
+    },
+    /// The client cancelled the held call, or ended its session.
+    Cancelled,
+}
+
+impl Settlement {
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Settlement::Answer {
+                question_id,
+                response,
+            } => json!({"question": question_id, "response": response})
+                .to_string()
+                .into_bytes(),
+            Settlement::Cancelled => br#"{"cancelled":true}"#.to_vec(),
+        }
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<Settlement> {
+        let value = countersign_jsonrpc::strict::parse_strict(bytes).ok()?;
+        if value.get("cancelled") == Some(&Value::Bool(true)) {
+            return Some(Settlement::Cancelled);
+        }
+        Some(Settlement::Answer {
+            question_id: value.get("question")?.as_str()?.to_owned(),
+            response: value.get("response")?.clone(),
+        })
+    }
 }
 
 fn session_id(headers: &HeaderMap) -> Option<String> {
@@ -1354,6 +1485,7 @@ struct Context<'a> {
     principal: &'a Principal,
     session: Option<&'a str>,
     stateless: bool,
+    protocol_version: Option<countersign_jsonrpc::mcp::ProtocolVersion>,
     method: Method,
     parts: &'a CallParts,
     decision: &'a Decision,

@@ -165,6 +165,18 @@ impl Keyring {
         self.keys.iter().map(|k| k.kid.as_str())
     }
 
+    /// A value derived from the signing key for `purpose` and `input`: unguessable without the
+    /// key, and the same on every replica that shares it. The input is domain-separated from
+    /// token MACs (which cover base64url text only) by its leading NUL.
+    pub fn derive(&self, purpose: &str, input: &[u8]) -> [u8; 32] {
+        let mut mac = self.signer().mac();
+        mac.update(b"\0derive\0");
+        mac.update(purpose.as_bytes());
+        mac.update(b"\0");
+        mac.update(input);
+        mac.finalize().into_bytes().into()
+    }
+
     pub(super) fn signer(&self) -> &Key {
         self.keys.first().expect("a keyring is never empty")
     }
