@@ -219,3 +219,54 @@ pub async fn run_to_completion(
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// A `redis-server` of the tests' own on a free port, without persistence, killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    pub port: u16,
+    process: Option<Process>,
+}
+
+impl RedisServer {
+    pub async fn start() -> Self {
+        let port = free_port();
+        let mut server = Self {
+            port,
+            process: None,
+        };
+        server.restart().await;
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server; clients see connection errors until [`Self::restart`].
+    pub async fn stop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            let _ = process.child.kill().await;
+        }
+    }
+
+    /// Starts (again) on the same port, empty.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let mut command = Command::new(binary);
+        command.args([
+            "--port",
+            &self.port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--maxmemory-policy",
+            "noeviction",
+        ]);
+        self.process =
+            Some(Process::start_until_listening("redis-server", command, self.port).await);
+    }
+}

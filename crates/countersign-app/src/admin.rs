@@ -16,17 +16,38 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tracing::debug;
 
-/// What `/readyz` reports: ready once the MCP listener is serving, not ready while draining.
+/// What `/readyz` reports: ready once the MCP listener is serving and the replay store answers
+/// (Redis reachable, when used); not ready while draining.
 #[derive(Debug, Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness {
+    serving: Arc<AtomicBool>,
+    store: Option<Arc<dyn countersign_store::ReplayStore>>,
+}
 
 impl Readiness {
-    pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Release);
+    pub fn new(store: Option<Arc<dyn countersign_store::ReplayStore>>) -> Self {
+        Self {
+            serving: Arc::default(),
+            store,
+        }
     }
 
-    pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+    pub fn set(&self, ready: bool) {
+        self.serving.store(ready, Ordering::Release);
+    }
+
+    /// `Ok` when ready, else why not.
+    pub async fn check(&self) -> Result<(), String> {
+        if !self.serving.load(Ordering::Acquire) {
+            return Err("not serving".into());
+        }
+        match &self.store {
+            None => Ok(()),
+            Some(store) => store
+                .check_ready()
+                .await
+                .map_err(|e| format!("replay store: {e}")),
+        }
     }
 }
 
@@ -45,8 +66,8 @@ pub async fn serve_admin(listener: TcpListener, registry: Arc<Registry>, readine
         let connection = builder.serve_connection(
             TokioIo::new(stream),
             service_fn(move |request| {
-                let response = answer(&request, &registry, &readiness);
-                async move { Ok::<_, Infallible>(response) }
+                let (registry, readiness) = (registry.clone(), readiness.clone());
+                async move { Ok::<_, Infallible>(answer(&request, &registry, &readiness).await) }
             }),
         );
         tokio::spawn(async move {
@@ -57,7 +78,7 @@ pub async fn serve_admin(listener: TcpListener, registry: Arc<Registry>, readine
     }
 }
 
-fn answer(
+async fn answer(
     request: &Request<Incoming>,
     registry: &Registry,
     readiness: &Readiness,
@@ -67,8 +88,15 @@ fn answer(
     }
     match request.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/readyz" if readiness.is_ready() => text(StatusCode::OK, "ready\n"),
-        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+        "/readyz" => match readiness.check().await {
+            Ok(()) => text(StatusCode::OK, "ready\n"),
+            Err(why) => {
+                let mut response =
+                    Response::new(Full::new(Bytes::from(format!("not ready: {why}\n"))));
+                *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                response
+            }
+        },
         "/metrics" => {
             let mut body = String::new();
             if prometheus_client::encoding::text::encode(&mut body, registry).is_err() {

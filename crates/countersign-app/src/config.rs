@@ -56,6 +56,22 @@ pub struct RawConfig {
     pub elicitation_timeout: Option<String>,
     /// Most questions waiting for an answer at once; more are refused. Default `10000`.
     pub max_pending_questions: Option<usize>,
+    /// Redis shared by every replica: spent confirmations, elicitation answers and pinned
+    /// risks. Without it, all of these live in this process only.
+    pub redis: Option<RawRedis>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedis {
+    /// `redis://host:6379`, `rediss://…` (TLS), or `redis-cluster://h1:6379,h2:6379`.
+    pub url: String,
+    /// Prefix of every key, so several deployments can share one Redis. Default `countersign`.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Deadline of every Redis command; past it the call is refused (fail closed). Default `250ms`.
+    #[serde(default)]
+    pub command_timeout: Option<String>,
 }
 
 /// Where the caller's identity comes from. Default: every caller is `anonymous`.
@@ -187,6 +203,15 @@ pub struct ApprovalConfig {
     pub replay_max_entries: NonZeroUsize,
     pub elicitation_timeout: Duration,
     pub max_pending_questions: usize,
+    pub redis: Option<RedisConfig>,
+}
+
+/// Where replicas share their state.
+#[derive(Debug, Clone)]
+pub struct RedisConfig {
+    pub url: String,
+    pub namespace: String,
+    pub command_timeout: Duration,
 }
 
 /// Where the signing keys came from; a generated keyring is worth a warning.
@@ -207,6 +232,7 @@ pub enum AuditTarget {
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
     pub upstream: Option<String>,
+    pub redis: Option<String>,
     pub policy: Option<PathBuf>,
     pub audit: Option<String>,
     pub path: Option<String>,
@@ -254,6 +280,11 @@ impl RawConfig {
         }
         if overrides.policy.is_some() {
             self.policy = overrides.policy;
+        }
+        if let Some(url) = overrides.redis {
+            let mut redis = self.redis.take().unwrap_or_default();
+            redis.url = url;
+            self.redis = Some(redis);
         }
         if overrides.audit.is_some() {
             self.audit.path = overrides.audit;
@@ -336,6 +367,18 @@ impl RawConfig {
             "5m",
             "elicitation_timeout",
         )?;
+        approval.redis = match self.redis {
+            None => None,
+            Some(raw) => Some(RedisConfig {
+                url: raw.url,
+                namespace: raw.namespace.unwrap_or_else(|| "countersign".to_owned()),
+                command_timeout: duration(
+                    raw.command_timeout.as_deref(),
+                    "250ms",
+                    "redis.command_timeout",
+                )?,
+            }),
+        };
         approval.max_pending_questions = nonzero(
             self.max_pending_questions.unwrap_or(10_000),
             "max_pending_questions",
@@ -554,6 +597,7 @@ fn approval_config(
         )?,
         elicitation_timeout: Duration::from_secs(300),
         max_pending_questions: 10_000,
+        redis: None,
     })
 }
 

@@ -21,7 +21,10 @@ use countersign_proxy::audit::AuditSink;
 use countersign_proxy::gate::{CatalogState, Gate, GateSettings, PolicyHandle};
 use countersign_proxy::sessions::SessionBook;
 use countersign_proxy::{ProxyMetrics, gateway_service};
-use countersign_store::{MemoryAnswerHandover, MemoryReplayStore};
+use countersign_store::{
+    AnswerHandover, LocalPins, MemoryAnswerHandover, MemoryReplayStore, PinShare,
+    RedisAnswerHandover, RedisPinShare, RedisReplayStore, ReplayStore,
+};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -61,14 +64,20 @@ impl RunningGateway {
 
         let mut registry = Registry::with_prefix("");
         let metrics = ProxyMetrics::register(&mut registry);
-        let gate = Arc::new(build_gate(&config)?);
+        let gate = Arc::new(build_gate(&config, metrics.clone()).await?);
         let service = gateway_service(&config.proxy, metrics, gate.clone());
         let reloader = config
             .approval
             .policy_path
             .clone()
             .map(|path| tokio::spawn(reload::watch_policy(path, gate.policy.clone())));
-        let readiness = Readiness::default();
+        let readiness = Readiness::new(
+            config
+                .approval
+                .redis
+                .is_some()
+                .then(|| gate.settings.store.clone()),
+        );
 
         let admin_task = admin_listener
             .map(|l| tokio::spawn(admin::serve_admin(l, Arc::new(registry), readiness.clone())));
@@ -124,10 +133,18 @@ impl RunningGateway {
 }
 
 /// The approval gate of `config`: policy, empty catalog, keyring, replay store, audit sink.
-fn build_gate(config: &Config) -> anyhow::Result<Gate> {
+async fn build_gate(config: &Config, metrics: ProxyMetrics) -> anyhow::Result<Gate> {
     let approval = &config.approval;
     let keyring = match &approval.keyring {
         KeyringSource::Configured(keyring) => keyring.clone(),
+        KeyringSource::Generated(keyring) if approval.redis.is_some() => {
+            warn!(
+                "Redis is configured for several replicas, but no shared signing keys are \
+                 (COUNTERSIGN_SIGNING_KEYS or signing_keys_file): each replica signs with its own \
+                 random key, so a confirmation minted on one replica is refused by the others"
+            );
+            keyring.clone()
+        }
         KeyringSource::Generated(keyring) => {
             warn!(
                 "no signing keys configured (COUNTERSIGN_SIGNING_KEYS or signing_keys_file): using a random \
@@ -150,12 +167,42 @@ fn build_gate(config: &Config) -> anyhow::Result<Gate> {
             AuditSink::new(Box::new(file), approval.audit_arguments)
         }
     };
+    let (store, handover, pins): (
+        Arc<dyn ReplayStore>,
+        Arc<dyn AnswerHandover>,
+        Arc<dyn PinShare>,
+    ) = match &approval.redis {
+        None => (
+            Arc::new(MemoryReplayStore::new(approval.replay_max_entries.get())),
+            Arc::new(MemoryAnswerHandover::new(approval.max_pending_questions)),
+            Arc::new(LocalPins),
+        ),
+        Some(redis) => {
+            let connect_error = || format!("connecting to Redis at {}", redact(&redis.url));
+            let store =
+                RedisReplayStore::connect(&redis.url, &redis.namespace, redis.command_timeout)
+                    .await
+                    .with_context(connect_error)?;
+            let handover =
+                RedisAnswerHandover::connect(&redis.url, &redis.namespace, redis.command_timeout)
+                    .await
+                    .with_context(connect_error)?
+                    .with_max_waiters(approval.max_pending_questions);
+            let pins = RedisPinShare::connect(&redis.url, &redis.namespace, redis.command_timeout)
+                .await
+                .with_context(connect_error)?;
+            info!(redis = %redact(&redis.url), namespace = %redis.namespace, "sharing confirmations, answers and pins through Redis");
+            (Arc::new(store), Arc::new(handover), Arc::new(pins))
+        }
+    };
     Ok(Gate {
         settings: GateSettings {
             issuer: approval.deployment_id.clone(),
             keyring,
-            store: Arc::new(MemoryReplayStore::new(approval.replay_max_entries.get())),
-            handover: Arc::new(MemoryAnswerHandover::new(approval.max_pending_questions)),
+            store,
+            handover,
+            pins,
+            metrics,
             elicitation_timeout: approval.elicitation_timeout,
             identity: approval.identity.clone(),
             audit,
@@ -165,6 +212,16 @@ fn build_gate(config: &Config) -> anyhow::Result<Gate> {
         catalog: Arc::new(CatalogState::default()),
         sessions: Arc::new(SessionBook::default()),
     })
+}
+
+/// The URL without credentials, for logs and errors.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}***{}", &url[..scheme_end + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -443,12 +443,15 @@ impl Shared {
             Ok(Ok(Some(bytes))) => match Settlement::decode(bytes) {
                 Some(Settlement::Answer {
                     question_id: answered,
+                    principal,
                     response,
-                }) if answered == question_id => match response.get("result") {
-                    Some(result) if crate::elicit::approves(result) => (true, "approved"),
-                    Some(_) => (false, "rejected:not_approved"),
-                    None => (false, "rejected:not_approved(client_error)"),
-                },
+                }) if answered == question_id && principal == audit.principal => {
+                    match response.get("result") {
+                        Some(result) if crate::elicit::approves(result) => (true, "approved"),
+                        Some(_) => (false, "rejected:not_approved"),
+                        None => (false, "rejected:not_approved(client_error)"),
+                    }
+                }
                 Some(Settlement::Cancelled) => (false, "rejected:not_approved(cancelled)"),
                 _ => (false, "rejected:not_approved(unknown_answer)"),
             },

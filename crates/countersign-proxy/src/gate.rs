@@ -24,7 +24,7 @@ use countersign_jsonrpc::message::{Message, Payload, Request, RequestId, Respons
 use countersign_policy::{
     Action, Approval, CallFacts, Catalog, Decision, Method, PinnedTool, Policy, Principal,
 };
-use countersign_store::{AnswerHandover, Consumption, ReplayStore};
+use countersign_store::{AnswerHandover, Consumption, PinShare, ReplayStore};
 use countersign_token::{
     Claims, Expectation, Keyring, TokenRejection, VerifyRules, arguments_hash, check_binding,
     check_safe_numbers, mint, new_jti, normalize_numbers, verify,
@@ -142,6 +142,20 @@ impl CatalogState {
             .cloned()
     }
 
+    pub fn pinned_risks(&self, upstream: &str) -> Vec<(String, countersign_policy::Risk)> {
+        self.catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .pinned_risks(upstream)
+    }
+
+    pub fn raise(&self, upstream: &str, tool: &str, risk: countersign_policy::Risk) -> bool {
+        self.catalog
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .raise(upstream, tool, risk)
+    }
+
     pub fn mark_stale(&self, upstream: &str) {
         self.stale
             .lock()
@@ -197,6 +211,9 @@ pub struct GateSettings {
     pub audit: AuditSink,
     /// Clock skew tolerated on token times, seconds.
     pub leeway_secs: u64,
+    /// Pinned risks shared with the other replicas.
+    pub pins: Arc<dyn PinShare>,
+    pub metrics: crate::metrics::ProxyMetrics,
 }
 
 /// Shared by every route of a listener.
@@ -391,9 +408,10 @@ impl Gate {
         let Some(principal) = self.settings.identity.principal(request.headers) else {
             return Verdict::Refuse(ProxyError::Unauthenticated);
         };
-        let session = session_id(request.headers);
-        let Some(session) = session.filter(|s| self.sessions.get(s, &principal.id).is_some())
-        else {
+        // The hand-over key includes the session the answer came on, and the waiting stream
+        // checks the principal, so an answer from anywhere else finds no question to settle.
+        // No local session state is needed: the answer may reach any replica.
+        let Some(session) = session_id(request.headers) else {
             return Verdict::Refuse(ProxyError::UnknownAnswer);
         };
         let Some(RequestId::String(id)) = &answer.id else {
@@ -404,6 +422,7 @@ impl Gate {
         let response = Message::Response(answer).to_value();
         let bytes = Settlement::Answer {
             question_id,
+            principal: principal.id,
             response,
         }
         .encode();
@@ -616,12 +635,42 @@ impl Gate {
         )
         .await
         {
-            Ok(tools) => self.catalog.observe(upstream, &tools),
+            Ok(tools) => {
+                self.catalog.observe(upstream, &tools);
+                // Before this listing decides anything, adopt what other replicas pinned.
+                self.share_pins(upstream).await;
+            }
             Err(error) => {
                 warn!(%error, upstream = %upstream, "could not list tools; treating the tool as unknown")
             }
         }
         self.catalog.get(upstream, &parts.target)
+    }
+
+    /// Raises the shared pins with this replica's and adopts any higher ones. A failure keeps
+    /// the local pins: they are never lower than what this replica saw itself.
+    pub async fn share_pins(&self, upstream: &str) {
+        let local: Vec<(String, u8)> = self
+            .catalog
+            .pinned_risks(upstream)
+            .into_iter()
+            .map(|(tool, risk)| (tool, risk_ordinal(risk)))
+            .collect();
+        if local.is_empty() {
+            return;
+        }
+        match self.settings.pins.raise(upstream, &local).await {
+            Ok(shared) => {
+                for (tool, ordinal) in shared {
+                    if let Some(risk) = risk_from_ordinal(ordinal)
+                        && self.catalog.raise(upstream, &tool, risk)
+                    {
+                        info!(upstream = %upstream, tool = %tool, risk = risk.as_str(), "adopted a higher risk pinned by another replica");
+                    }
+                }
+            }
+            Err(error) => warn!(%error, upstream = %upstream, "could not share pinned risks"),
+        }
     }
 
     /// Which channel can reach a person for this call, or `None` when the policy demands a
@@ -1044,12 +1093,21 @@ impl Gate {
         }
         // Last check before forwarding: spend the approval. Any store failure refuses.
         let expires_at_ms = (claims.exp + self.settings.leeway_secs + 1) * 1000;
-        match self
+        let consuming = Instant::now();
+        let consumed = self
             .settings
             .store
             .consume(&claims.jti, expires_at_ms)
-            .await
-        {
+            .await;
+        let outcome = match &consumed {
+            Ok(Consumption::First) => "consumed",
+            Ok(Consumption::AlreadySpent) => "replayed",
+            Err(_) => "error",
+        };
+        self.settings
+            .metrics
+            .observe_store(outcome, consuming.elapsed());
+        match consumed {
             Ok(Consumption::First) => {}
             Ok(Consumption::AlreadySpent) => return reject("replayed"),
             Err(error) => {
@@ -1203,6 +1261,25 @@ pub const REFUSED_ERROR_CODE: i64 = -32010;
 /// MCP 2026-07-28 `MissingRequiredClientCapability`.
 pub const MISSING_CAPABILITY_CODE: i64 = -32021;
 
+fn risk_ordinal(risk: countersign_policy::Risk) -> u8 {
+    match risk {
+        countersign_policy::Risk::Read => 0,
+        countersign_policy::Risk::Write => 1,
+        countersign_policy::Risk::Destructive => 2,
+        countersign_policy::Risk::Unknown => 3,
+    }
+}
+
+fn risk_from_ordinal(ordinal: u8) -> Option<countersign_policy::Risk> {
+    Some(match ordinal {
+        0 => countersign_policy::Risk::Read,
+        1 => countersign_policy::Risk::Write,
+        2 => countersign_policy::Risk::Destructive,
+        3 => countersign_policy::Risk::Unknown,
+        _ => return None,
+    })
+}
+
 fn is_our_question(answer: &Response) -> bool {
     matches!(&answer.id, Some(RequestId::String(id)) if id.starts_with(REQUEST_ID_PREFIX))
 }
@@ -1235,9 +1312,10 @@ fn question_id(keyring: &Keyring, session: &str, call_id: &RequestId) -> String 
 /// What the hand-over carries to a waiting question stream.
 #[derive(Debug)]
 pub enum Settlement {
-    /// The client's JSON-RPC response to the question with this id.
+    /// The client's JSON-RPC response to the question with this id, and who sent it.
     Answer {
         question_id: String,
+        principal: String,
         response: Value,
     },
     /// The client cancelled the held call, or ended its session.
@@ -1249,8 +1327,9 @@ impl Settlement {
         match self {
             Settlement::Answer {
                 question_id,
+                principal,
                 response,
-            } => json!({"question": question_id, "response": response})
+            } => json!({"question": question_id, "principal": principal, "response": response})
                 .to_string()
                 .into_bytes(),
             Settlement::Cancelled => br#"{"cancelled":true}"#.to_vec(),
@@ -1264,6 +1343,7 @@ impl Settlement {
         }
         Some(Settlement::Answer {
             question_id: value.get("question")?.as_str()?.to_owned(),
+            principal: value.get("principal")?.as_str()?.to_owned(),
             response: value.get("response")?.clone(),
         })
     }

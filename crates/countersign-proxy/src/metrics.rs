@@ -27,11 +27,18 @@ pub struct UpstreamLabels {
 }
 
 /// Handles to every metric the proxy records; cheap to clone.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreLabels {
+    /// `consumed`, `replayed` or `error`.
+    pub outcome: &'static str,
+}
+
 #[derive(Debug, Clone)]
 pub struct ProxyMetrics {
     requests: Family<RequestLabels, Counter>,
     upstream_latency: Family<UpstreamLabels, Histogram>,
     open_streams: Family<UpstreamLabels, Gauge>,
+    store_latency: Family<StoreLabels, Histogram>,
 }
 
 impl ProxyMetrics {
@@ -56,10 +63,19 @@ impl ProxyMetrics {
             "Server-Sent Event streams currently relayed to clients",
             open_streams.clone(),
         );
+        let store_latency = Family::<StoreLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "countersign_replay_store_seconds",
+            "Time to consume a confirmation in the replay store, by outcome (error: refused, fail closed)",
+            store_latency.clone(),
+        );
         Self {
             requests,
             upstream_latency,
             open_streams,
+            store_latency,
         }
     }
 
@@ -86,6 +102,12 @@ impl ProxyMetrics {
     pub fn observe_upstream_latency(&self, upstream: &'static str, elapsed: Duration) {
         self.upstream_latency
             .get_or_create(&UpstreamLabels { upstream })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn observe_store(&self, outcome: &'static str, elapsed: Duration) {
+        self.store_latency
+            .get_or_create(&StoreLabels { outcome })
             .observe(elapsed.as_secs_f64());
     }
 

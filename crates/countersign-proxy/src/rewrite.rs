@@ -144,6 +144,8 @@ impl ResponseHook {
             .is_none_or(|c| c.is_null() || c.as_str() == Some(""));
         if let (true, Some(Value::Array(tools))) = (complete, result.get("tools")) {
             self.gate.catalog.observe(&self.upstream, tools);
+            let (gate, upstream) = (self.gate.clone(), self.upstream.clone());
+            tokio::spawn(async move { gate.share_pins(&upstream).await });
         }
     }
 }

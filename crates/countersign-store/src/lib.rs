@@ -20,6 +20,7 @@
 mod clock;
 mod handover;
 mod memory;
+mod pins;
 #[cfg(feature = "redis")]
 mod redis_backend;
 
@@ -34,8 +35,9 @@ use futures_util::future::BoxFuture;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use handover::MemoryAnswerHandover;
 pub use memory::MemoryReplayStore;
+pub use pins::{LocalPins, PinShare, SharedPin};
 #[cfg(feature = "redis")]
-pub use redis_backend::{RedisAnswerHandover, RedisReplayStore};
+pub use redis_backend::{RedisAnswerHandover, RedisPinShare, RedisReplayStore};
 
 /// The outcome of recording a `jti`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

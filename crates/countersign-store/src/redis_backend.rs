@@ -8,6 +8,7 @@
 
 mod endpoint;
 mod handover;
+mod pins;
 mod replay;
 
 #[cfg(test)]
@@ -22,6 +23,7 @@ use ::redis::{Cmd, FromRedisValue, RedisError};
 use crate::StoreError;
 
 pub use handover::RedisAnswerHandover;
+pub use pins::RedisPinShare;
 pub use replay::RedisReplayStore;
 
 /// Namespaces become the first segment of every key and channel, so they are restricted to

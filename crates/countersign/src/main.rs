@@ -74,6 +74,10 @@ struct ServeArgs {
     /// Audit trail: `-` for stdout, a file to append to, or `off`. Default stdout.
     #[arg(long, value_name = "PATH|-|off")]
     audit: Option<String>,
+    /// Redis shared by all replicas (`redis://`, `rediss://`, `redis-cluster://h1,h2`): spent
+    /// confirmations, elicitation answers and pinned risks.
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
     /// Log format: text or json.
     #[arg(long, value_name = "FORMAT")]
     log_format: Option<String>,
@@ -142,6 +146,7 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         upstream: args.upstream,
         policy: args.policy,
         audit: args.audit,
+        redis: args.redis,
         path: args.path,
         listen: args.listen,
         admin: args.admin,

@@ -11,7 +11,7 @@ use ::redis::AsyncCommands as _;
 
 use super::*;
 use crate::conformance::{self, far_expiry_ms, unique_key};
-use crate::{AnswerHandover, Consumption, ReplayStore, StoreError};
+use crate::{AnswerHandover, Consumption, PinShare, ReplayStore, StoreError};
 use server::RedisServer;
 
 /// Generous, so a loaded 2-core CI machine does not turn a slow answer into a failure; the
@@ -775,4 +775,42 @@ async fn cluster_with_a_node_down_refuses_consumes() {
             .await;
         assert!(outcome.is_err(), "{outcome:?}");
     }
+}
+
+#[tokio::test]
+async fn shared_pins_only_rise_and_every_replica_sees_the_highest() {
+    let server = RedisServer::start().await;
+    let a = RedisPinShare::connect(&server.url(), NAMESPACE, TIMEOUT)
+        .await
+        .expect("connects");
+    let b = RedisPinShare::connect(&server.url(), NAMESPACE, TIMEOUT)
+        .await
+        .expect("connects");
+    let sorted = |mut pins: Vec<(String, u8)>| {
+        pins.sort();
+        pins
+    };
+    let seen = a
+        .raise("store", &[("delete".into(), 2), ("read".into(), 0)])
+        .await
+        .expect("raise");
+    assert_eq!(sorted(seen), vec![("delete".into(), 2), ("read".into(), 0)]);
+    // Replica B first saw `delete` after an annotation flip; it must adopt A's higher pin.
+    let seen = b
+        .raise("store", &[("delete".into(), 0), ("new".into(), 1)])
+        .await
+        .expect("raise");
+    assert_eq!(
+        sorted(seen),
+        vec![("delete".into(), 2), ("new".into(), 1), ("read".into(), 0)]
+    );
+    let other = a
+        .raise("tickets", &[("delete".into(), 0)])
+        .await
+        .expect("raise");
+    assert_eq!(
+        other,
+        vec![("delete".into(), 0)],
+        "upstreams do not share pins"
+    );
 }
