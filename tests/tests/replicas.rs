@@ -104,7 +104,7 @@ fn redeem_body(n: u64, token: &str) -> String {
 async fn a_thousand_tokens_each_redeemed_ten_times_across_three_replicas_run_a_thousand_times() {
     let redis = RedisServer::start().await;
     let (upstream, executed) = upstream().await;
-    let keys = format!("{KEY_1}");
+    let keys = KEY_1.to_owned();
     let replicas = Arc::new(vec![
         replica(&upstream.url(), &redis.url(), &keys).await,
         replica(&upstream.url(), &redis.url(), &keys).await,
