@@ -822,7 +822,15 @@ async fn every_decision_and_outcome_is_audited_without_arguments() {
     )
     .await;
 
-    let text = std::fs::read_to_string(&log).expect("audit log");
+    // Audit lines are written by a background thread; wait for it to catch up.
+    let mut text = String::new();
+    for _ in 0..500 {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.lines().count() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert!(
         !text.contains("secret-sauce"),
         "arguments stay out of the audit log by default"

@@ -5,42 +5,63 @@
 //! the arguments hash already ties a record to the exact call.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use serde_json::Value;
 use tracing::warn;
 
-/// Where audit lines go.
+/// Where audit lines go. Records are serialized on the request path and written by a
+/// dedicated thread, so a slow disk or pipe costs a request no system call; the thread flushes
+/// whenever it has caught up.
 #[derive(Clone)]
 pub struct AuditSink {
-    writer: Option<Arc<Mutex<Box<dyn Write + Send>>>>,
+    lines: Option<SyncSender<Vec<u8>>>,
     include_arguments: bool,
 }
 
 impl std::fmt::Debug for AuditSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuditSink")
-            .field("enabled", &self.writer.is_some())
+            .field("enabled", &self.lines.is_some())
             .field("include_arguments", &self.include_arguments)
             .finish()
     }
 }
 
+/// Lines buffered between requests and the writer thread; when full, requests wait rather than
+/// drop audit records.
+const BACKLOG: usize = 16 * 1024;
+
 impl AuditSink {
-    /// Writes each record as one line to `writer`, flushed immediately.
+    /// Writes each record as one line to `writer`.
     pub fn new(writer: Box<dyn Write + Send>, include_arguments: bool) -> Self {
-        Self {
-            writer: Some(Arc::new(Mutex::new(writer))),
-            include_arguments,
+        let (lines, receiver) = sync_channel::<Vec<u8>>(BACKLOG);
+        let spawned = std::thread::Builder::new()
+            .name("countersign-audit".into())
+            .spawn(move || write_lines(writer, receiver));
+        match spawned {
+            Ok(_) => Self {
+                lines: Some(lines),
+                include_arguments,
+            },
+            Err(error) => {
+                // Without the thread there is nowhere to write; say so loudly instead of
+                // pretending to audit.
+                tracing::error!(%error, "could not start the audit writer; audit lines are lost");
+                Self {
+                    lines: None,
+                    include_arguments,
+                }
+            }
         }
     }
 
     /// Records nothing.
     pub fn disabled() -> Self {
         Self {
-            writer: None,
+            lines: None,
             include_arguments: false,
         }
     }
@@ -50,7 +71,7 @@ impl AuditSink {
     }
 
     pub fn record(&self, record: &AuditRecord<'_>) {
-        let Some(writer) = &self.writer else { return };
+        let Some(lines) = &self.lines else { return };
         let mut line = match serde_json::to_vec(record) {
             Ok(line) => line,
             Err(error) => {
@@ -59,14 +80,24 @@ impl AuditSink {
             }
         };
         line.push(b'\n');
-        // A poisoned lock means a writer panicked mid-line; keep auditing rather than go silent.
-        let mut writer = writer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Err(error) = writer.write_all(&line).and_then(|()| writer.flush()) {
+        if lines.send(line).is_err() {
+            warn!("the audit writer stopped; audit record lost");
+        }
+    }
+}
+
+fn write_lines(mut writer: Box<dyn Write + Send>, lines: Receiver<Vec<u8>>) {
+    while let Ok(line) = lines.recv() {
+        let mut result = writer.write_all(&line);
+        // Write whatever else is already waiting, then flush once.
+        while let (Ok(()), Ok(line)) = (&result, lines.try_recv()) {
+            result = writer.write_all(&line);
+        }
+        if let Err(error) = result.and_then(|()| writer.flush()) {
             warn!(%error, "audit record could not be written");
         }
     }
+    let _ = writer.flush();
 }
 
 /// One audit line. `event` is `decision` (what the gateway decided) or `outcome` (what happened).
@@ -140,6 +171,8 @@ mod tests {
         assert_eq!(timestamp(leap), "2000-02-29T00:00:00.000Z");
     }
 
+    use std::sync::{Arc, Mutex};
+
     #[test]
     fn records_are_one_json_line_each() {
         #[derive(Clone, Default)]
@@ -175,7 +208,16 @@ mod tests {
                 arguments: None,
             });
         }
-        let text = String::from_utf8(buffer.0.lock().expect("lock").clone()).expect("utf-8");
+        drop(sink);
+        // The writer thread owns the buffer's other handle; wait for it to catch up.
+        let mut text = String::new();
+        for _ in 0..500 {
+            text = String::from_utf8(buffer.0.lock().expect("lock").clone()).expect("utf-8");
+            if text.lines().count() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let lines: Vec<Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).expect("json line"))
