@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# CPU profile of the gateway at peak load, with perf (apt package linux-perf).
+#
+#   bash bench/profile.sh            # then: perf report -i bench/results/perf.data
+#
+# Same setup as bench/run.sh's `pinned` scenario: the benchmark upstream (nginx, fixed response)
+# and the gateway (TOKIO_WORKER_THREADS=1) on CPU 0, wrk on CPU 1, saturating. perf samples the
+# gateway process only, with DWARF call graphs (the release profile keeps line tables).
+# Knobs: PROFILE_SECONDS (default 10), BENCH_SKIP_BUILD=1. Writes bench/results/perf.data and
+# bench/results/profile.txt (flat and caller-folded top symbols).
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH=$ROOT/bench
+RESULTS=$BENCH/results
+SECONDS_TO_PROFILE=${PROFILE_SECONDS:-10}
+
+log() { printf '[profile] %s\n' "$*" >&2; }
+
+missing=()
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+command -v wrk >/dev/null || missing+=(wrk)
+command -v perf >/dev/null || missing+=(linux-perf)
+if ((${#missing[@]})); then
+    log "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
+    (cd "$ROOT" && cargo build --release --bin countersign --quiet)
+fi
+
+# Raised priority, as in run.sh, so other work on a shared machine disturbs the profile less.
+renice -n "${BENCH_NICE:--10}" -p $$ >/dev/null 2>&1 || true
+
+WORK=$(mktemp -d /tmp/countersign-profile.XXXXXX)
+chmod 755 "$WORK"
+PIDS=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A port below the ephemeral range that no socket uses.
+port() { local p; while :; do p=$((10000 + RANDOM % 22000)); ss -Htan "( sport = :$p )" | grep -q . || { echo "$p"; return; }; done; }
+wait_port() { local _; for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; exit 1; }
+
+UP=$(port)
+GW=$(port)
+while [[ $GW == "$UP" ]]; do GW=$(port); done
+BODY=$(cat "$BENCH/upstream_response.json")
+BODY=${BODY//\\/\\\\}
+BODY=${BODY//\'/\\\'}
+mkdir -p "$WORK/tmp"
+cat >"$WORK/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 10000000;
+    client_body_temp_path $WORK/tmp/body;
+    proxy_temp_path $WORK/tmp/proxy;
+    fastcgi_temp_path $WORK/tmp/fastcgi;
+    uwsgi_temp_path $WORK/tmp/uwsgi;
+    scgi_temp_path $WORK/tmp/scgi;
+    server {
+        listen 127.0.0.1:$UP;
+        location = /mcp { default_type application/json; return 200 '$BODY'; }
+    }
+}
+EOF
+taskset -c 0 "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
+PIDS+=($!)
+wait_port "$UP"
+taskset -c 0 env -u RUST_LOG TOKIO_WORKER_THREADS=1 "$ROOT/target/release/countersign" serve \
+    --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GW" --admin off 2>"$WORK/gateway.log" &
+GW_PID=$!
+PIDS+=("$GW_PID")
+wait_port "$GW"
+
+mkdir -p "$RESULTS"
+URL=http://127.0.0.1:$GW/mcp
+taskset -c 1 wrk -t1 -c64 -d2s -s "$BENCH/tools_call.lua" "$URL" >/dev/null
+log "profiling the gateway (pid $GW_PID) for ${SECONDS_TO_PROFILE}s at peak load"
+taskset -c 1 wrk -t1 -c64 -d"$((SECONDS_TO_PROFILE + 2))s" -s "$BENCH/tools_call.lua" "$URL" >"$RESULTS/profile-wrk.txt" &
+WRK_PID=$!
+sleep 1
+taskset -c 1 perf record -q -F 997 --call-graph dwarf,16384 -p "$GW_PID" -o "$RESULTS/perf.data" \
+    -- sleep "$SECONDS_TO_PROFILE" 2>/dev/null
+wait "$WRK_PID"
+{
+    echo "# wrk during the profile"
+    cat "$RESULTS/profile-wrk.txt"
+    echo
+    echo "# self time by symbol"
+    perf report -i "$RESULTS/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | sed 's/  */ /g'
+    echo
+    perf report -i "$RESULTS/perf.data" --no-children --sort symbol --stdio -g none --percent-limit 0.5 2>/dev/null \
+        | grep -v '^#' | grep -v '^$' | sed 's/  */ /g; s/ - - *$//'
+    echo
+    echo "# inclusive time by symbol (children)"
+    perf report -i "$RESULTS/perf.data" --children --sort symbol --stdio -g none --percent-limit 0.5 2>/dev/null \
+        | grep -v '^#' | grep -v '^$' | grep -v '(inlined)' | sed 's/  */ /g; s/ - - *$//' \
+        | grep -E 'countersign|hyper|serde|http::|tokio::sync|prometheus|tracing|malloc|free|memmove|writev|recv|epoll' | cut -c1-200
+} >"$RESULTS/profile.txt"
+log "wrote $RESULTS/profile.txt and $RESULTS/perf.data"
+head -n 80 "$RESULTS/profile.txt"
