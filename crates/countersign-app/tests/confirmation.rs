@@ -866,3 +866,23 @@ async fn every_decision_and_outcome_is_audited_without_arguments() {
     );
     assert_eq!(lines[0]["args_hash"], lines[1]["args_hash"]);
 }
+
+#[tokio::test]
+async fn an_unknown_tool_does_not_make_every_call_list_the_tools_again() {
+    let (h, _) = Store::start("").await;
+    for id in 0..5 {
+        let answer = post(&h, &[], &call(id, "no_such_tool", json!({}))).await;
+        assert_eq!(confirmation(&answer)["risk"], "unknown");
+    }
+    let listings = h
+        .upstream
+        .requests()
+        .iter()
+        .filter(|r| r.json()["method"] == "tools/list")
+        .count();
+    assert_eq!(
+        listings, 1,
+        "one listing answers for a while; it is not repeated per call"
+    );
+    assert!(executed(&h).is_empty());
+}

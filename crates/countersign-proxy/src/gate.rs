@@ -131,7 +131,13 @@ pub struct CatalogState {
     stale: Mutex<HashSet<String>>,
     /// One listing at a time per upstream, so a burst of calls to an unknown tool costs one.
     refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// When each upstream was last listed (successfully or not): a tool still unknown right
+    /// after a listing is not worth listing again on every call.
+    listed: Mutex<HashMap<String, Instant>>,
 }
+
+/// How long a listing answers "is this tool known?" before an unknown tool triggers another.
+const RELIST_AFTER: Duration = Duration::from_secs(10);
 
 impl CatalogState {
     pub fn get(&self, upstream: &str, tool: &str) -> Option<PinnedTool> {
@@ -161,6 +167,21 @@ impl CatalogState {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(upstream.to_owned());
+    }
+
+    fn listed_recently(&self, upstream: &str) -> bool {
+        self.listed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(upstream)
+            .is_some_and(|at| at.elapsed() < RELIST_AFTER)
+    }
+
+    fn mark_listed(&self, upstream: &str) {
+        self.listed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(upstream.to_owned(), Instant::now());
     }
 
     fn is_stale(&self, upstream: &str) -> bool {
@@ -610,31 +631,37 @@ impl Gate {
             return None;
         }
         let upstream = &request.upstream.name;
-        if !self.catalog.is_stale(upstream)
-            && let Some(pin) = self.catalog.get(upstream, &parts.target)
-        {
-            return Some(pin);
+        if !self.catalog.is_stale(upstream) {
+            // Known, or unknown although the upstream was just listed: answer from the catalog.
+            let pin = self.catalog.get(upstream, &parts.target);
+            if pin.is_some() || self.catalog.listed_recently(upstream) {
+                return pin;
+            }
         }
         let lock = self.catalog.refresh_lock(upstream);
         let _guard = lock.lock().await;
         // Another request may have listed while this one waited.
-        if !self.catalog.is_stale(upstream)
-            && let Some(pin) = self.catalog.get(upstream, &parts.target)
-        {
-            return Some(pin);
+        if !self.catalog.is_stale(upstream) {
+            let pin = self.catalog.get(upstream, &parts.target);
+            if pin.is_some() || self.catalog.listed_recently(upstream) {
+                return pin;
+            }
         }
         let caller = CallerContext {
             headers: request.headers.clone(),
             stateless_meta: stateless_meta(call),
         };
-        match list_tools(
+        let listed = list_tools(
             request.upstream,
             request.client,
             &caller,
             request.max_event_bytes,
         )
-        .await
-        {
+        .await;
+        // Recorded whether or not it worked: a failing upstream is retried after a pause, not
+        // on every call.
+        self.catalog.mark_listed(upstream);
+        match listed {
             Ok(tools) => {
                 self.catalog.observe(upstream, &tools);
                 // Before this listing decides anything, adopt what other replicas pinned.
