@@ -161,32 +161,11 @@ async fn ask(
     (question, body)
 }
 
-/// The next `data:` message of an SSE body, skipping comments.
+/// The next `data:` message of an SSE body.
 async fn next_message(
-    body: &mut http_body_util::combinators::UnsyncBoxBody<Bytes, hyper::Error>,
+    body: &mut http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, hyper::Error>,
 ) -> Value {
-    let mut buffer = String::new();
-    loop {
-        if let Some(end) = buffer.find("\n\n") {
-            let event: String = buffer.drain(..end + 2).collect();
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
-                .collect();
-            if !data.is_empty() {
-                return serde_json::from_str(&data.join("\n")).expect("JSON message");
-            }
-            continue;
-        }
-        let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
-            .await
-            .expect("an event arrives")
-            .expect("the stream is open")
-            .expect("no error");
-        if let Ok(data) = frame.into_data() {
-            buffer.push_str(std::str::from_utf8(&data).expect("utf-8"));
-        }
-    }
+    countersign_testkit::next_sse_message(body, &mut String::new()).await
 }
 
 async fn answer(h: &Harness, session: &str, question_id: &Value, result: Value) -> u16 {

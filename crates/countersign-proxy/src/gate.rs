@@ -963,15 +963,7 @@ impl Gate {
             Some(&claims.jti),
             Some(&claims.ah),
         );
-        let summary = ctx.decision.summary.clone();
-        let question = elicitation_params(&Question {
-            tool: &ctx.parts.target,
-            upstream: ctx.upstream,
-            risk: ctx.decision.risk.as_str(),
-            summary: summary.as_deref(),
-            arguments,
-            preview,
-        });
+        let question = ctx.question(arguments, preview);
         Verdict::Answer(json!({
             "resultType": "input_required",
             "inputRequests": { APPROVAL_KEY: {"method": "elicitation/create", "params": question} },
@@ -1000,15 +992,7 @@ impl Gate {
             Some(&question_id),
             Some(&ah),
         );
-        let summary = ctx.decision.summary.clone();
-        let params = elicitation_params(&Question {
-            tool: &ctx.parts.target,
-            upstream: ctx.upstream,
-            risk: ctx.decision.risk.as_str(),
-            summary: summary.as_deref(),
-            arguments,
-            preview,
-        });
+        let params = ctx.question(arguments, preview);
         let question = json!({"jsonrpc": "2.0", "id": question_id, "method": "elicitation/create", "params": params});
         let handover_key = handover_key(session, &question_id);
         let mut call = ctx.parts.strip_approval(call, false);
@@ -1613,6 +1597,18 @@ impl Context<'_> {
             p.definition
                 .get("outputSchema")
                 .is_some_and(|s| !s.is_null())
+        })
+    }
+
+    /// The gateway's `elicitation/create` params for this call.
+    fn question(&self, arguments: &Value, preview: Option<&str>) -> Value {
+        elicitation_params(&Question {
+            tool: &self.parts.target,
+            upstream: self.upstream,
+            risk: self.decision.risk.as_str(),
+            summary: self.decision.summary.as_deref(),
+            arguments,
+            preview,
         })
     }
 

@@ -138,35 +138,13 @@ impl Drop for StreamGuard {
     }
 }
 
-/// Bounded metric label for a JSON-RPC method name.
+/// Bounded metric label for a JSON-RPC method name: the MCP method itself (a `'static` name
+/// from the protocol's method lists), or `other`.
 pub fn method_label(method: &str) -> &'static str {
-    const KNOWN: &[&str] = &[
-        "initialize",
-        "ping",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-        "logging/setLevel",
-        "server/discover",
-        "subscriptions/listen",
-        "tasks/get",
-        "tasks/list",
-        "tasks/result",
-        "tasks/cancel",
-        "notifications/initialized",
-        "notifications/cancelled",
-        "notifications/progress",
-        "notifications/roots/list_changed",
-    ];
-    KNOWN
+    use countersign_jsonrpc::mcp::{KNOWN_NOTIFICATION_METHODS, KNOWN_REQUEST_METHODS};
+    KNOWN_REQUEST_METHODS
         .iter()
+        .chain(KNOWN_NOTIFICATION_METHODS)
         .copied()
         .find(|known| *known == method)
         .unwrap_or("other")

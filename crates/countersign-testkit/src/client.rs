@@ -93,3 +93,33 @@ pub async fn collect(response: http::Response<Incoming>) -> Collected {
         body,
     }
 }
+
+/// Reads an SSE response body up to its next `data:` message (skipping comments and events
+/// without data) and returns that message as JSON. Panics if none arrives within 20 s.
+pub async fn next_sse_message<B>(body: &mut B, pending: &mut String) -> serde_json::Value
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Debug,
+{
+    loop {
+        if let Some(end) = pending.find("\n\n") {
+            let event: String = pending.drain(..end + 2).collect();
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .collect();
+            if !data.is_empty() {
+                return serde_json::from_str(&data.join("\n")).expect("the event's data is JSON");
+            }
+            continue;
+        }
+        let frame = tokio::time::timeout(std::time::Duration::from_secs(20), body.frame())
+            .await
+            .expect("an event arrives")
+            .expect("the stream is open")
+            .expect("the stream has no error");
+        if let Ok(data) = frame.into_data() {
+            pending.push_str(std::str::from_utf8(&data).expect("SSE is UTF-8"));
+        }
+    }
+}

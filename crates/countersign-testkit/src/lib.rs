@@ -9,7 +9,7 @@ mod client;
 mod raw;
 mod upstream;
 
-pub use client::{Collected, TestClient, collect};
+pub use client::{Collected, TestClient, collect, next_sse_message};
 pub use raw::{RawResponse, raw_request};
 pub use upstream::{RecordedRequest, RecordingUpstream, Reply};
 
