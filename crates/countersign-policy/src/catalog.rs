@@ -7,6 +7,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -97,7 +98,10 @@ pub struct PinnedTool {
     pub name: String,
     /// The latest listed definition: `name`, `title`, `description`, `inputSchema`,
     /// `outputSchema`, `annotations`, as received (the ones present).
-    pub definition: Value,
+    ///
+    /// Shared, because the gateway hands a pin to every call that names the tool: a clone costs
+    /// a reference count, not a copy of the schemas.
+    pub definition: Arc<Value>,
     /// [`definition_hash`] of `definition`.
     pub definition_hash: String,
     /// The hash of the definition an operator accepted (first sight or last re-pin).
@@ -300,7 +304,7 @@ impl Catalog {
             }
             let is_suspicious = !reasons.is_empty();
 
-            let definition = extract_definition(tool);
+            let definition = Arc::new(extract_definition(tool));
             let hash = definition_hash(&definition);
             let annotations = ToolAnnotations::from_value(definition.get("annotations"));
             let computed_risk = if is_suspicious {

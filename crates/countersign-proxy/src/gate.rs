@@ -892,6 +892,28 @@ impl Gate {
         (claims, ttl)
     }
 
+    /// Mints the signed artefact of a held call for channel `ch` and records the decision;
+    /// returns it with its lifetime in seconds.
+    fn issue(
+        &self,
+        ctx: &Context<'_>,
+        ah: String,
+        ch: &'static str,
+        outcome: &str,
+    ) -> (String, u64) {
+        let (claims, ttl) = self.claims(ctx, ah, ch, None);
+        let minted = mint(&self.settings.keyring, &claims);
+        self.audit(
+            ctx,
+            "decision",
+            outcome,
+            Some(ch),
+            Some(&claims.jti),
+            Some(&claims.ah),
+        );
+        (minted, ttl)
+    }
+
     fn hold_with_token(
         &self,
         ctx: &Context<'_>,
@@ -899,16 +921,7 @@ impl Gate {
         ah: String,
         preview: Option<&str>,
     ) -> Verdict {
-        let (claims, ttl) = self.claims(ctx, ah, channel::TOKEN, None);
-        let token = mint(&self.settings.keyring, &claims);
-        self.audit(
-            ctx,
-            "decision",
-            "held",
-            Some(channel::TOKEN),
-            Some(&claims.jti),
-            Some(&claims.ah),
-        );
+        let (token, ttl) = self.issue(ctx, ah, channel::TOKEN, "held");
         let mut summary = ctx.summary();
         if let Some(preview) = preview {
             summary.push_str(&format!(
@@ -953,16 +966,7 @@ impl Gate {
         ah: String,
         preview: Option<&str>,
     ) -> Verdict {
-        let (claims, _) = self.claims(ctx, ah, channel::INPUT_REQUIRED, None);
-        let state = mint(&self.settings.keyring, &claims);
-        self.audit(
-            ctx,
-            "decision",
-            "asked",
-            Some(channel::INPUT_REQUIRED),
-            Some(&claims.jti),
-            Some(&claims.ah),
-        );
+        let (state, _) = self.issue(ctx, ah, channel::INPUT_REQUIRED, "asked");
         let question = ctx.question(arguments, preview);
         Verdict::Answer(json!({
             "resultType": "input_required",
