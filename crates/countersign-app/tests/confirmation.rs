@@ -688,14 +688,10 @@ async fn stateless_clients_get_held_results_with_result_type() {
 
 #[tokio::test]
 async fn an_invalid_policy_reload_keeps_the_old_policy() {
-    let dir = std::env::temp_dir().join(format!("countersign-reload-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let file = dir.join("policy.yaml");
-    std::fs::write(
-        &file,
+    let file = common::temp_file(
+        "reload-policy.yaml",
         "version: 1\nrules:\n  - id: block\n    tools: [list_orders]\n    action: deny\n",
-    )
-    .expect("write");
+    );
     let (h, _) = Store::start(&format!("policy: {}\n", file.display())).await;
     let denied = post(&h, &[], &call(1, "list_orders", json!({}))).await;
     assert_eq!(confirmation(&denied)["status"], "denied");
@@ -733,14 +729,10 @@ async fn wait_for_reload() {
 
 #[tokio::test]
 async fn prompts_and_resources_are_gated_when_a_rule_names_them() {
-    let dir = std::env::temp_dir().join(format!("countersign-prompts-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let file = dir.join("policy.yaml");
-    std::fs::write(
-        &file,
+    let file = common::temp_file(
+        "prompts-policy.yaml",
         "version: 1\nrules:\n  - id: secrets\n    method: resources/read\n    tools: ['secret://*']\n    action: deny\n    reason: Secrets stay put.\n  - id: prompt-review\n    method: prompts/get\n    tools: [deploy]\n    action: confirm\n",
-    )
-    .expect("write");
+    );
     let (h, _) = Store::start(&format!("policy: {}\n", file.display())).await;
     let read = |id: u64, uri: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": {"uri": uri}})

@@ -676,10 +676,7 @@ async fn an_upstream_using_the_gateways_input_key_is_refused() {
 
 #[tokio::test]
 async fn human_only_approval_needs_a_client_that_can_ask() {
-    let dir = std::env::temp_dir().join(format!("countersign-human-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let policy = dir.join("human.yaml");
-    std::fs::write(&policy, "version: 1\napproval: human\n").expect("write");
+    let policy = common::temp_file("human-human.yaml", "version: 1\napproval: human\n");
     let h = start(&format!("policy: {}\n", policy.display())).await;
     let (status, refused) = post_stateless(
         &h,
@@ -718,14 +715,10 @@ async fn human_only_approval_needs_a_client_that_can_ask() {
 
 #[tokio::test]
 async fn a_dry_run_preview_is_shown_with_the_question_and_a_failed_one_is_returned_as_is() {
-    let dir = std::env::temp_dir().join(format!("countersign-preview-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let policy = dir.join("preview.yaml");
-    std::fs::write(
-        &policy,
+    let policy = common::temp_file(
+        "preview-preview.yaml",
         "version: 1\nrules:\n  - id: deletes\n    tools: [delete_order]\n    action: confirm\n    preview: { arguments: { dry_run: true } }\n",
-    )
-    .expect("write");
+    );
     let h = start(&format!("policy: {}\n", policy.display())).await;
     let (_, asked) = post_stateless(
         &h,

@@ -63,3 +63,12 @@ pub fn raw_post(addr: SocketAddr, body: &[u8], extra_headers: &str) -> Vec<u8> {
 }
 
 pub const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+
+/// Writes `contents` to a file of this test process's own temp folder and returns its path.
+pub fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("countersign-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create the temp folder");
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("write the temp file");
+    path
+}
