@@ -197,7 +197,7 @@ pub struct ApprovalConfig {
     pub policy: countersign_policy::Policy,
     pub deployment_id: String,
     pub keyring: KeyringSource,
-    pub identity: countersign_proxy::gate::Identity,
+    pub identity: countersign_proxy::identity::Identity,
     pub audit: AuditTarget,
     pub audit_arguments: bool,
     pub replay_max_entries: NonZeroUsize,
@@ -574,7 +574,7 @@ fn approval_config(
                 })
                 .transpose()
         };
-    let identity = countersign_proxy::gate::Identity {
+    let identity = countersign_proxy::identity::Identity {
         header: header_name(identity.header, "identity.header")?,
         groups_header: header_name(identity.groups_header, "identity.groups_header")?,
     };

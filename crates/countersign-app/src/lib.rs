@@ -17,10 +17,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use countersign_proxy::approval::ApprovalSettings;
 use countersign_proxy::audit::AuditSink;
-use countersign_proxy::gate::{CatalogState, Gate, GateSettings, PolicyHandle};
-use countersign_proxy::sessions::SessionBook;
-use countersign_proxy::{ProxyMetrics, gateway_service};
+use countersign_proxy::clock::SystemClock;
+use countersign_proxy::state::{CatalogState, PolicyHandle, SessionBook};
+use countersign_proxy::{Gateway, ProxyMetrics, gateway_service};
 use countersign_store::{
     AnswerHandover, LocalPins, MemoryAnswerHandover, MemoryReplayStore, PinShare,
     RedisAnswerHandover, RedisPinShare, RedisReplayStore, ReplayStore,
@@ -64,20 +65,20 @@ impl RunningGateway {
 
         let mut registry = Registry::with_prefix("");
         let metrics = ProxyMetrics::register(&mut registry);
-        let gate = Arc::new(build_gate(&config, metrics.clone()).await?);
-        let service = gateway_service(&config.proxy, metrics, gate.clone());
+        let gateway = build_gateway(&config, metrics).await?;
         let reloader = config
             .approval
             .policy_path
             .clone()
-            .map(|path| tokio::spawn(reload::watch_policy(path, gate.policy.clone())));
+            .map(|path| tokio::spawn(reload::watch_policy(path, gateway.policy.clone())));
         let readiness = Readiness::new(
             config
                 .approval
                 .redis
                 .is_some()
-                .then(|| gate.settings.store.clone()),
+                .then(|| gateway.approval.store.clone()),
         );
+        let service = gateway_service(&config.proxy, gateway);
 
         let admin_task = admin_listener
             .map(|l| tokio::spawn(admin::serve_admin(l, Arc::new(registry), readiness.clone())));
@@ -132,8 +133,9 @@ impl RunningGateway {
     }
 }
 
-/// The approval gate of `config`: policy, empty catalog, keyring, replay store, audit sink.
-async fn build_gate(config: &Config, metrics: ProxyMetrics) -> anyhow::Result<Gate> {
+/// What the request path of `config` shares: policy, empty catalog, keyring, replay store,
+/// audit sink.
+async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result<Gateway> {
     let approval = &config.approval;
     let keyring = match &approval.keyring {
         KeyringSource::Configured(keyring) => keyring.clone(),
@@ -195,22 +197,25 @@ async fn build_gate(config: &Config, metrics: ProxyMetrics) -> anyhow::Result<Ga
             (Arc::new(store), Arc::new(handover), Arc::new(pins))
         }
     };
-    Ok(Gate {
-        settings: GateSettings {
+    Ok(Gateway {
+        identity: approval.identity.clone(),
+        policy: Arc::new(PolicyHandle::new(approval.policy.clone())),
+        catalog: Arc::new(CatalogState::default()),
+        pins,
+        approval: ApprovalSettings {
             issuer: approval.deployment_id.clone(),
             keyring,
             store,
             handover,
-            pins,
-            metrics,
             elicitation_timeout: approval.elicitation_timeout,
-            identity: approval.identity.clone(),
             audit,
             leeway_secs: countersign_token::token::DEFAULT_LEEWAY_SECS,
+            metrics: metrics.clone(),
+            clock: Arc::new(SystemClock),
+            sessions: Arc::new(SessionBook::default()),
+            max_event_bytes: config.proxy.limits.max_sse_event_bytes.get(),
         },
-        policy: Arc::new(PolicyHandle::new(approval.policy.clone())),
-        catalog: Arc::new(CatalogState::default()),
-        sessions: Arc::new(SessionBook::default()),
+        metrics,
     })
 }
 

@@ -3,9 +3,8 @@
 
 use anyhow::Context;
 use bytes::Bytes;
-use countersign_proxy::catalog_fetch::{CallerContext, list_tools};
 use countersign_proxy::config::Upstream;
-use countersign_proxy::forward::{UpstreamClient, upstream_request};
+use countersign_proxy::upstream::{CallerContext, UpstreamClient, list_tools, upstream_request};
 use http::{HeaderMap, HeaderValue, Method, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};

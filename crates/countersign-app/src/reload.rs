@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use countersign_proxy::gate::PolicyHandle;
+use countersign_proxy::state::PolicyHandle;
 use tracing::{error, info};
 
 use crate::config::load_policy;

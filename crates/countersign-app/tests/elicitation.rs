@@ -446,11 +446,41 @@ async fn input_required_asks_and_the_approved_retry_runs_once() {
         "not_approved"
     );
     assert!(executed(&h).is_empty());
-
-    let (_, ran) = post_stateless(
+    // The decline spent that state: it cannot be retried with another answer.
+    let (_, after_decline) = post_stateless(
         &h,
         "delete_order",
         &retry(3, json!({"action": "accept", "content": {"approve": true}})),
+    )
+    .await;
+    assert_eq!(
+        after_decline["result"]["_meta"]["countersign/confirmation"]["code"],
+        "replayed"
+    );
+    assert!(executed(&h).is_empty());
+
+    let (_, asked_again) = post_stateless(
+        &h,
+        "delete_order",
+        &stateless_call(4, "delete_order", true, json!({})),
+    )
+    .await;
+    let state = asked_again["result"]["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_owned();
+    let retry = |id: u64, response: Value| {
+        stateless_call(
+            id,
+            "delete_order",
+            true,
+            json!({"requestState": state, "inputResponses": {"countersign/approval": response}}),
+        )
+    };
+    let (_, ran) = post_stateless(
+        &h,
+        "delete_order",
+        &retry(5, json!({"action": "accept", "content": {"approve": true}})),
     )
     .await;
     assert_eq!(
@@ -468,7 +498,7 @@ async fn input_required_asks_and_the_approved_retry_runs_once() {
     let (_, replayed) = post_stateless(
         &h,
         "delete_order",
-        &retry(4, json!({"action": "accept", "content": {"approve": true}})),
+        &retry(6, json!({"action": "accept", "content": {"approve": true}})),
     )
     .await;
     assert_eq!(

@@ -14,6 +14,10 @@ mod tests;
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` key carrying the client's capabilities for this request (MCP 2026-07-28, required).
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// 2026-07-28 request `_meta` key: the client's name and version.
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// 2026-07-28 request `_meta` key: the log level the client wants for this request.
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 
 /// MCP error: HTTP headers do not match the body (2026-07-28).
 pub const HEADER_MISMATCH: i64 = -32020;

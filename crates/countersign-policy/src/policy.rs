@@ -279,6 +279,26 @@ impl Policy {
     pub fn rule_ids(&self) -> impl Iterator<Item = &str> {
         self.rules.iter().map(|r| r.id.as_str())
     }
+
+    /// Whether some call on `upstream` could be held for confirmation under this policy: a
+    /// default action is `confirm`, or a rule that may apply to the upstream confirms. Rules
+    /// that only set a risk defer to the defaults, so they are covered by the first test.
+    /// Conditions are ignored: a rule that confirms *sometimes* can hold.
+    pub fn can_hold_on(&self, upstream: &str) -> bool {
+        let defaults = &self.defaults;
+        let default_confirms = [
+            defaults.read,
+            defaults.write,
+            defaults.destructive,
+            defaults.unknown,
+        ]
+        .contains(&Action::Confirm);
+        default_confirms
+            || self.rules.iter().any(|rule| {
+                rule.action == Some(Action::Confirm)
+                    && rule.upstream.as_ref().is_none_or(|g| g.is_match(upstream))
+            })
+    }
 }
 
 fn parse_ttl(text: &str) -> Result<Duration, PolicyError> {

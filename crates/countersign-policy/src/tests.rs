@@ -1105,6 +1105,19 @@ fn allow_all_example_allows_every_valid_tool() {
     }
 }
 
+#[test]
+fn only_a_policy_that_confirms_something_can_hold_on_an_upstream() {
+    let allow_all = policy(include_str!("../../../policies/allow-all.yaml"));
+    assert!(!allow_all.can_hold_on("store"));
+    assert!(policy(include_str!("../../../policies/default.yaml")).can_hold_on("store"));
+    let scoped = policy(
+        "version: 1\ndefaults: { read: allow, write: allow, destructive: deny, unknown: deny }\n\
+         rules:\n  - id: billing-writes\n    upstream: billing\n    tools: [\"*\"]\n    action: confirm\n",
+    );
+    assert!(scoped.can_hold_on("billing"));
+    assert!(!scoped.can_hold_on("store"));
+}
+
 // ---------------------------------------------------------------------------------------
 // Properties
 

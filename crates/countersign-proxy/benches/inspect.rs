@@ -3,7 +3,7 @@
 
 use std::hint::black_box;
 
-use countersign_proxy::inspect::inspect_post;
+use countersign_proxy::parse::inspect_post;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue};
 
@@ -30,7 +30,7 @@ fn bench_inspect(c: &mut Criterion) {
         b.iter(|| {
             let inspected =
                 inspect_post(black_box(&legacy), black_box(body.as_bytes()), 64).expect("valid");
-            black_box(inspected.forward_body())
+            black_box(inspected.payload.to_vec())
         })
     });
 
@@ -52,7 +52,7 @@ fn bench_inspect(c: &mut Criterion) {
                 let inspected =
                     inspect_post(black_box(&modern), black_box(stateless.as_bytes()), 64)
                         .expect("valid");
-                black_box(inspected.forward_body())
+                black_box(inspected.payload.to_vec())
             })
         },
     );

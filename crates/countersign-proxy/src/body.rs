@@ -33,13 +33,14 @@ pub async fn collect_limited<B>(
     deadline: Duration,
 ) -> Result<Bytes, ProxyError>
 where
-    B: Body<Data = Bytes, Error = hyper::Error> + Unpin,
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
 {
     let read = async move {
         let mut body = body;
         let mut buffer = BytesMut::new();
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(ProxyError::BodyRead)?;
+            let frame = frame.map_err(|e| ProxyError::BodyRead(e.into()))?;
             if let Ok(data) = frame.into_data() {
                 if buffer.len() + data.len() > limit {
                     return Err(ProxyError::BodyTooLarge { limit });

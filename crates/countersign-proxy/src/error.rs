@@ -80,7 +80,7 @@ pub enum ProxyError {
     #[error("request body was not received within {0:?}")]
     BodyTimeout(Duration),
     #[error("request body could not be read: {0}")]
-    BodyRead(#[source] hyper::Error),
+    BodyRead(#[source] crate::body::BoxError),
     #[error("{0}")]
     Json(#[source] countersign_jsonrpc::Error),
     #[error("JSON-RPC batches are not allowed on protocol revision {0}; send one message per POST")]
@@ -91,6 +91,11 @@ pub enum ProxyError {
     InvalidParams(String),
     #[error("batch refused whole: {0}")]
     RiskyBatch(String),
+    #[error(
+        "`{0}` was sent as a notification (no id); a call the policy does not simply allow is \
+         answered with a held or refused result, which needs an id: send it as a request"
+    )]
+    GatedNotification(String),
     #[error(
         "the request carries no usable identity; it must come through the authenticating proxy"
     )]
@@ -151,6 +156,7 @@ impl ProxyError {
             | ProxyError::UnknownMethod(_)
             | ProxyError::InvalidParams(_)
             | ProxyError::RiskyBatch(_)
+            | ProxyError::GatedNotification(_)
             | ProxyError::Unauthenticated
             | ProxyError::UnknownAnswer
             | ProxyError::InvalidBatch(_)
@@ -181,6 +187,7 @@ impl ProxyError {
             | ProxyError::BatchNotAllowed(_)
             | ProxyError::InvalidBatch(_)
             | ProxyError::RiskyBatch(_)
+            | ProxyError::GatedNotification(_)
             | ProxyError::UnknownAnswer
             | ProxyError::UnknownNotification(_)
             | ProxyError::HeaderMismatch(_)
@@ -212,6 +219,7 @@ impl ProxyError {
             ProxyError::BatchNotAllowed(_)
             | ProxyError::InvalidBatch(_)
             | ProxyError::RiskyBatch(_)
+            | ProxyError::GatedNotification(_)
             | ProxyError::UnknownAnswer
             | ProxyError::UnknownNotification(_) => code::INVALID_REQUEST,
             ProxyError::InvalidParams(_) => code::INVALID_PARAMS,
@@ -251,6 +259,19 @@ impl ProxyError {
             Side::Upstream => "upstream_error",
             Side::Internal => "internal_error",
         }
+    }
+
+    /// Answers a request the gateway does not forward, and counts it.
+    pub fn answer(
+        self,
+        id: Option<&RequestId>,
+        metrics: &crate::metrics::ProxyMetrics,
+        upstream_label: &'static str,
+        method: &'static str,
+    ) -> Response<ResponseBody> {
+        tracing::debug!(upstream = upstream_label, error = %self, side = self.side().as_str(), "request not forwarded");
+        metrics.record_request(upstream_label, method, self.outcome());
+        self.into_response(id)
     }
 
     /// The HTTP answer: a JSON-RPC error object, with the request's id when it is known.

@@ -1,32 +1,38 @@
-//! The gateway's request path: HTTP hardening, the single strict inspection of every POST body,
-//! forwarding of its re-serialization, and event-by-event SSE relay — tower layers over hyper.
+//! The gateway's request path: tower layers over hyper, composed in [`stack::gateway_service`]
+//! — hardening, the one strict parse, identity, classification, approval, audit and the
+//! upstream forwarder — plus the state they share and the upstream client and SSE relay.
 //!
 //! Owns everything that touches a live request. It must not load configuration files or set up
-//! telemetry (that is `countersign-app`), and it depends only on `countersign-jsonrpc` among the
-//! workspace crates.
+//! telemetry (that is `countersign-app`). Among the workspace crates it depends on
+//! `countersign-jsonrpc`, `countersign-policy`, `countersign-token` and `countersign-store`.
 
 #![forbid(unsafe_code)]
 
+pub mod approval;
 pub mod audit;
 pub mod body;
-pub mod catalog_fetch;
+pub mod catalog;
+pub mod classify;
+pub mod clock;
 pub mod config;
-pub mod elicit;
-pub mod endpoint;
+pub mod display;
+pub mod edits;
 pub mod error;
 pub mod forward;
-pub mod gate;
+pub mod future;
 pub mod hardening;
-pub mod inspect;
+pub mod identity;
 pub mod metrics;
-pub mod results;
-pub mod rewrite;
+pub mod parse;
+pub mod relay;
+pub mod route;
 pub mod server;
-pub mod sessions;
-pub mod sse;
 pub mod stack;
+pub mod state;
+pub mod upstream;
+pub mod wire;
 
 pub use config::ProxyConfig;
 pub use metrics::ProxyMetrics;
 pub use server::serve;
-pub use stack::{GatewayService, gateway_service};
+pub use stack::{Gateway, GatewayService, gateway_service};

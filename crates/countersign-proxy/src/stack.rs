@@ -1,66 +1,111 @@
-//! Composes the gateway's request path. Outermost first; each layer's comment says why it sits
-//! where it does.
+//! Composes the gateway's request path, outermost first; each layer's comment says why it sits
+//! where it does. `ARCHITECTURE.md` at the repository root walks through the same order.
 
 use std::sync::Arc;
 
+use countersign_store::PinShare;
 use tower::ServiceBuilder;
+use tower::util::BoxCloneSyncService;
 
+use crate::approval::{ApprovalLayer, ApprovalSettings, Approvals};
+use crate::audit::AuditLayer;
+use crate::catalog::CatalogSync;
+use crate::classify::ClassifyLayer;
 use crate::config::ProxyConfig;
-use crate::endpoint::{McpEndpoints, RouteTarget};
-use crate::forward::UpstreamClient;
-use crate::gate::Gate;
-use crate::hardening::{Hardening, HardeningLayer, HardeningRules};
+use crate::edits::ResponseEdits;
+use crate::forward::Forwarder;
+use crate::hardening::{HardeningLayer, HardeningRules};
+use crate::identity::{Identity, IdentityLayer};
 use crate::metrics::ProxyMetrics;
+use crate::parse::ParseLayer;
+use crate::route::{Route, RouteTarget};
+use crate::state::{CatalogState, PolicyHandle};
+use crate::upstream::UpstreamClient;
+
+/// Everything the request path shares across requests, built once by the app.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    pub identity: Identity,
+    pub policy: Arc<PolicyHandle>,
+    pub catalog: Arc<CatalogState>,
+    /// Pinned risks shared with the other replicas.
+    pub pins: Arc<dyn PinShare>,
+    pub approval: ApprovalSettings,
+    pub metrics: ProxyMetrics,
+}
 
 /// The full service for one listener.
-pub type GatewayService = Hardening<McpEndpoints>;
+pub type GatewayService = BoxCloneSyncService<
+    http::Request<hyper::body::Incoming>,
+    http::Response<crate::body::ResponseBody>,
+    std::convert::Infallible,
+>;
 
-/// Builds the request path for `config`. Upstream names become `'static` metric labels once, at
-/// start-up, so recording a request never allocates.
-pub fn gateway_service(
-    config: &ProxyConfig,
-    metrics: ProxyMetrics,
-    gate: Arc<Gate>,
-) -> GatewayService {
-    let labels: Vec<&'static str> = config
-        .routes
-        .iter()
-        .map(|route| &*Box::leak(route.upstream.name.clone().into_boxed_str()))
-        .collect();
-    let rules = HardeningRules {
-        routes: config
-            .routes
-            .iter()
-            .zip(&labels)
-            .map(|(r, l)| (r.path.clone(), *l))
-            .collect(),
+/// Builds the request path for `config`.
+pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService {
+    let routes = routes(config);
+    let clock = gateway.approval.clock.clone();
+    let max_event_bytes = config.limits.max_sse_event_bytes.get();
+    let catalog = CatalogSync {
+        state: gateway.catalog.clone(),
+        pins: gateway.pins.clone(),
+        clock: clock.clone(),
+        max_event_bytes,
+    };
+    let edits = ResponseEdits {
+        policy: gateway.policy.clone(),
+        catalog: catalog.clone(),
+        clock: clock.clone(),
+    };
+    let audit = gateway.approval.audit.clone();
+    let approvals = Arc::new(Approvals::new(gateway.approval));
+    let metrics = gateway.metrics;
+    let hardening = HardeningRules {
+        routes,
         origins: config.origins.clone(),
         hosts: config.hosts.clone(),
         max_body_bytes: config.limits.max_body_bytes.get(),
         metrics: metrics.clone(),
     };
-    let targets = config
-        .routes
-        .iter()
-        .zip(labels)
-        .map(|(route, label)| RouteTarget {
-            upstream: route.upstream.clone(),
-            label,
-            client: UpstreamClient::new(&route.upstream),
-        })
-        .collect();
 
-    ServiceBuilder::new()
+    let stack = ServiceBuilder::new()
         // Framing, routing, Host and Origin checks come first: nothing may read the body of a
         // request that is smuggled, misrouted, or sent by a foreign page.
-        .layer(HardeningLayer::new(Arc::new(rules)))
-        // Innermost: bounded body read, the one strict parse, the approval gate judging that
-        // parsed value, and forwarding of its re-serialization — one owner, so what is judged
-        // and what is forwarded can never differ.
-        .service(McpEndpoints::new(
-            targets,
-            config.limits.clone(),
+        .layer(HardeningLayer::new(Arc::new(hardening)))
+        // The one bounded body read and strict parse; below it, nobody sees the client's bytes.
+        .layer(ParseLayer::new(config.limits.clone(), metrics.clone()))
+        // Who is calling, from the trusted header only, before anything is judged for them.
+        .layer(IdentityLayer::new(gateway.identity))
+        // Policy and pinned catalog judge the parsed value; may list the upstream's tools.
+        .layer(ClassifyLayer::new(gateway.policy, catalog, metrics.clone()))
+        // Answers holds, denials and refusals itself; lets through only a Cleared request.
+        .layer(ApprovalLayer::new(approvals))
+        // Below approval, so it sees exactly the calls that go upstream, however they ended.
+        .layer(AuditLayer::new(audit, clock.clone()))
+        // Innermost: serializes the Cleared value, relays the answer through the edits.
+        .service(Forwarder::new(
+            Arc::new(edits),
             metrics,
-            gate,
-        ))
+            clock,
+            max_event_bytes,
+        ));
+    BoxCloneSyncService::new(stack)
+}
+
+/// Upstream names become `'static` metric labels once, at start-up, so recording a request
+/// never allocates.
+fn routes(config: &ProxyConfig) -> Vec<Route> {
+    config
+        .routes
+        .iter()
+        .map(|route| {
+            let label: &'static str = Box::leak(route.upstream.name.clone().into_boxed_str());
+            Route(Arc::new(RouteTarget {
+                path: route.path.clone(),
+                upstream: route.upstream.clone(),
+                label,
+                client: UpstreamClient::new(&route.upstream),
+            }))
+        })
+        .collect()
 }

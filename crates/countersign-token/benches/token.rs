@@ -37,6 +37,7 @@ fn claims(ah: String) -> Claims {
         m: "tools/call".into(),
         tool: "create_order".into(),
         ah,
+        ph: None,
         tdh: "1fQmWqZkq3W0l6m3a8WcZ3YQd5lUeQe1mDqLz8a6h0s".into(),
         rule: "big-orders".into(),
         ch: "token".into(),

@@ -34,9 +34,6 @@ pub const MAX_DEPTH: usize = 128;
 /// The largest integer every JSON implementation represents exactly (2^53 − 1).
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
-/// The arguments property that carries the token itself; it is never part of the bound value.
-pub const TOKEN_PROPERTY: &str = "confirmationToken";
-
 /// The tool-definition members the definition hash covers (DESIGN.md §4).
 const DEFINITION_MEMBERS: [&str; 5] = [
     "name",
@@ -161,26 +158,16 @@ impl Writer {
                 }
                 self.out.push(b']');
             }
-            Value::Object(map) => self.object(map, depth, None)?,
+            Value::Object(map) => self.object(map, depth)?,
         }
         Ok(())
     }
 
-    /// Writes `map` without the member named `skip`, so the token property can be left out
-    /// of the arguments without cloning them.
-    fn object(
-        &mut self,
-        map: &Map<String, Value>,
-        depth: usize,
-        skip: Option<&str>,
-    ) -> Result<(), CanonicalError> {
+    fn object(&mut self, map: &Map<String, Value>, depth: usize) -> Result<(), CanonicalError> {
         check_depth(depth)?;
         self.out.push(b'{');
         let mut first = true;
         for (key, item) in sorted_entries(map) {
-            if skip == Some(key.as_str()) {
-                continue;
-            }
             if !first {
                 self.out.push(b',');
             }
@@ -434,8 +421,10 @@ fn normalize(value: &mut Value, depth: usize) -> Result<(), CanonicalError> {
 
 /// The `ah` claim: base64url (no padding) of SHA-256 over the canonical arguments.
 ///
-/// - A top-level `confirmationToken` property is removed first: phase 2 carries the token
-///   inside the very arguments it is bound to.
+/// - The arguments are hashed exactly as given. Which `confirmationToken` argument is the
+///   gateway's (and so removed before hashing *and* before forwarding) depends on the tool's
+///   schema, so the caller decides it once and passes the value it will forward; a hash that
+///   skipped the name on its own would leave a tool's own `confirmationToken` argument unbound.
 /// - `Value::Null` stands for absent arguments and is hashed as `{}`, which is what an MCP
 ///   server reads either way.
 /// - Unsafe numbers are refused ([`check_safe_numbers`]): DESIGN.md §6 refuses them in the
@@ -444,9 +433,17 @@ pub fn arguments_hash(arguments: &Value) -> Result<String, CanonicalError> {
     let mut writer = Writer::new(true);
     match arguments {
         Value::Null => writer.out.extend_from_slice(b"{}"),
-        Value::Object(map) => writer.object(map, 0, Some(TOKEN_PROPERTY))?,
         other => writer.value(other, 0)?,
     }
+    Ok(sha256_b64url(&writer.out))
+}
+
+/// The `ph` claim: base64url SHA-256 over the canonical form of the call's other params that
+/// can change what runs (a task request, `_meta` keys an upstream acts on). The caller picks
+/// the members; unsafe numbers are refused as in [`arguments_hash`].
+pub fn params_hash(bound: &Value) -> Result<String, CanonicalError> {
+    let mut writer = Writer::new(true);
+    writer.value(bound, 0)?;
     Ok(sha256_b64url(&writer.out))
 }
 

@@ -17,7 +17,7 @@ pub mod token;
 
 pub use canonical::{
     CanonicalError, arguments_hash, canonical_number, canonicalize, check_safe_numbers,
-    definition_hash, normalize_numbers,
+    definition_hash, normalize_numbers, params_hash,
 };
 pub use token::{
     Claims, Expectation, Header, Keyring, KeyringError, TokenRejection, VerifyRules, check_binding,

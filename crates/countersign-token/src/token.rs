@@ -89,6 +89,10 @@ pub struct Claims {
     pub tool: String,
     /// [`crate::arguments_hash`] of the arguments.
     pub ah: String,
+    /// [`crate::params_hash`] of the call's other params that can change what runs (a task
+    /// request, `_meta` keys an upstream acts on); absent when the call has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ph: Option<String>,
     /// [`crate::definition_hash`] of the pinned tool definition.
     pub tdh: String,
     /// The policy rule that demanded confirmation.
@@ -191,6 +195,7 @@ pub struct Expectation<'a> {
     pub m: &'a str,
     pub tool: &'a str,
     pub ah: &'a str,
+    pub ph: Option<&'a str>,
     pub tdh: &'a str,
 }
 
@@ -294,6 +299,12 @@ pub fn check_binding(claims: &Claims, expected: &Expectation<'_>) -> Result<(), 
     // Hashes are compared in constant time so a client probing argument variants learns
     // nothing from timing about how much of the hash matched.
     if !bool::from(claims.ah.as_bytes().ct_eq(expected.ah.as_bytes())) {
+        return Err(TokenRejection::ArgumentsMismatch);
+    }
+    // The other bound params count as part of "the arguments the person approved".
+    let claimed_ph = claims.ph.as_deref().unwrap_or_default().as_bytes();
+    let expected_ph = expected.ph.unwrap_or_default().as_bytes();
+    if claims.ph.is_some() != expected.ph.is_some() || !bool::from(claimed_ph.ct_eq(expected_ph)) {
         return Err(TokenRejection::ArgumentsMismatch);
     }
     if !bool::from(claims.tdh.as_bytes().ct_eq(expected.tdh.as_bytes())) {

@@ -13,15 +13,13 @@
 //!     .service(inner);
 //! ```
 //!
-//! A request that passes carries its [`RouteIndex`] in its extensions.
+//! A request that passes carries its [`Route`](crate::route::Route) in its extensions.
 
-mod future;
 mod layer;
 mod service;
 
-pub use future::ResponseFuture;
 pub use layer::HardeningLayer;
-pub use service::{Hardening, HardeningRules, RouteIndex};
+pub use service::{Hardening, HardeningRules};
 
 #[cfg(test)]
 mod tests;

@@ -5,26 +5,23 @@ use http::{HeaderMap, Method, Request, Response, header};
 use tower::Service;
 use tracing::debug;
 
-use super::future::ResponseFuture;
 use crate::body::ResponseBody;
 use crate::config::{HostPolicy, OriginPolicy};
 use crate::error::ProxyError;
+use crate::future::ResponseFuture;
 use crate::metrics::ProxyMetrics;
+use crate::route::Route;
 
 /// What the hardening layer needs to know: the exact paths it serves and the allowlists.
 #[derive(Debug)]
 pub struct HardeningRules {
-    /// Route paths with the upstream name used for metrics, in route order.
-    pub routes: Vec<(String, &'static str)>,
+    /// The routes served, matched byte-exactly by path.
+    pub routes: Vec<Route>,
     pub origins: OriginPolicy,
     pub hosts: HostPolicy,
     pub max_body_bytes: usize,
     pub metrics: ProxyMetrics,
 }
-
-/// Index into the configured routes, attached to every request that passes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RouteIndex(pub usize);
 
 /// Headers that must appear at most once: a second copy is how parser differentials start
 /// (one hop reads the first, another the last).
@@ -71,9 +68,7 @@ where
         match self.rules.check(&request) {
             Ok(route) => {
                 request.extensions_mut().insert(route);
-                ResponseFuture::Inner {
-                    future: self.inner.call(request),
-                }
+                ResponseFuture::inner(self.inner.call(request))
             }
             Err((error, upstream)) => {
                 debug!(%error, method = %request.method(), path = %request.uri().path(), "refused request");
@@ -82,9 +77,7 @@ where
                     request_method_label(request.method()),
                     error.outcome(),
                 );
-                ResponseFuture::Refused {
-                    response: Some(error.into_response(None)),
-                }
+                ResponseFuture::answered(error.into_response(None))
             }
         }
     }
@@ -102,7 +95,7 @@ fn request_method_label(method: &Method) -> &'static str {
 impl HardeningRules {
     /// Runs every check in the order a peer would notice them: framing first, then routing,
     /// then who is asking, then what the body claims to be.
-    fn check<B>(&self, request: &Request<B>) -> Result<RouteIndex, (ProxyError, &'static str)> {
+    fn check<B>(&self, request: &Request<B>) -> Result<Route, (ProxyError, &'static str)> {
         let unrouted = "none";
         let uri = request.uri();
         if uri.scheme().is_some() || uri.authority().is_some() {
@@ -111,13 +104,12 @@ impl HardeningRules {
         let headers = request.headers();
         check_framing(headers).map_err(|e| (e, unrouted))?;
 
-        let (index, upstream) = self
+        let route = self
             .routes
             .iter()
-            .enumerate()
-            .find(|(_, (path, _))| path == uri.path())
-            .map(|(i, (_, upstream))| (i, *upstream))
+            .find(|route| route.path == uri.path())
             .ok_or((ProxyError::UnknownPath, unrouted))?;
+        let upstream = route.label;
         let refuse = |e| (e, upstream);
         if uri.query().is_some() {
             return Err(refuse(ProxyError::QueryNotAllowed));
@@ -148,7 +140,7 @@ impl HardeningRules {
         if method == Method::POST {
             check_post_body_headers(headers, self.max_body_bytes).map_err(refuse)?;
         }
-        Ok(RouteIndex(index))
+        Ok(route.clone())
     }
 }
 

@@ -310,10 +310,12 @@ fn nesting_beyond_max_depth_is_refused_not_overflowed() {
 // ---- arguments and definition hashes -----------------------------------------------------
 
 #[test]
-fn arguments_hash_ignores_top_level_confirmation_token_only() {
+fn arguments_hash_binds_every_member_including_a_confirmation_token() {
+    // Which `confirmationToken` is the gateway's is the caller's decision (it depends on the
+    // tool's schema); the hash itself never skips a member, so a tool's own argument is bound.
     let plain = parse(r#"{"sku":"A-1","qty":3}"#);
     let with_token = parse(r#"{"qty":3,"confirmationToken":"mcp_cf_x.y.z","sku":"A-1"}"#);
-    assert_eq!(arguments_hash(&plain), arguments_hash(&with_token));
+    assert_ne!(arguments_hash(&plain), arguments_hash(&with_token));
 
     let nested = parse(r#"{"sku":"A-1","qty":3,"meta":{"confirmationToken":"t"}}"#);
     let nested_other = parse(r#"{"sku":"A-1","qty":3,"meta":{"confirmationToken":"u"}}"#);
@@ -323,10 +325,6 @@ fn arguments_hash_ignores_top_level_confirmation_token_only() {
 #[test]
 fn absent_arguments_hash_like_an_empty_object() {
     assert_eq!(arguments_hash(&Value::Null), arguments_hash(&json!({})));
-    assert_eq!(
-        arguments_hash(&json!({"confirmationToken": "t"})),
-        arguments_hash(&json!({}))
-    );
 }
 
 #[test]
@@ -599,7 +597,7 @@ proptest! {
     fn hash_changes_when_a_key_is_added(args in arb_arguments(), key in "[a-z]{1,4}", extra in arb_json()) {
         let mut changed = args.clone();
         let map = changed.as_object_mut().expect("arguments are an object");
-        prop_assume!(!map.contains_key(&key) && key != TOKEN_PROPERTY);
+        prop_assume!(!map.contains_key(&key));
         map.insert(key, extra);
         prop_assert_ne!(arguments_hash(&args), arguments_hash(&changed));
     }

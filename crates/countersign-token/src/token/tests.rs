@@ -31,6 +31,7 @@ fn claims() -> Claims {
         m: "tools/call".into(),
         tool: "adjust_stock".into(),
         ah: "RBNvo1WzZ4oRRq0W9-hknpT7T8If536DEMBg9hyq_4o".into(),
+        ph: None,
         tdh: "tdh-value".into(),
         rule: "default".into(),
         ch: "token".into(),
@@ -49,6 +50,7 @@ fn expectation(c: &Claims) -> Expectation<'_> {
         m: &c.m,
         tool: &c.tool,
         ah: &c.ah,
+        ph: c.ph.as_deref(),
         tdh: &c.tdh,
     }
 }
@@ -489,6 +491,7 @@ fn binding_checks_run_in_the_documented_order() {
         m: "resources/read",
         tool: "drop_tables",
         ah: "other-ah",
+        ph: None,
         tdh: "other-tdh",
     };
     let ok = expectation(&c);
@@ -587,6 +590,34 @@ fn each_single_binding_mismatch_has_its_own_code() {
     for (code, e) in cases {
         assert_eq!(check_binding(&c, &e), Err(code), "{e:?}");
     }
+    let mut with_params = claims();
+    with_params.ph = Some("ph-value".into());
+    for ph in [None, Some("ph-valuE")] {
+        let e = Expectation {
+            ph,
+            ..expectation(&with_params)
+        };
+        assert_eq!(
+            check_binding(&with_params, &e),
+            Err(TokenRejection::ArgumentsMismatch),
+            "{e:?}"
+        );
+    }
+    assert_eq!(
+        check_binding(
+            &c,
+            &Expectation {
+                ph: Some("ph-value"),
+                ..expectation(&c)
+            }
+        ),
+        Err(TokenRejection::ArgumentsMismatch),
+        "params the approval did not bind must not appear later"
+    );
+    assert_eq!(
+        check_binding(&with_params, &expectation(&with_params)),
+        Ok(())
+    );
     let mut sessionless = claims();
     sessionless.sid = None;
     assert_eq!(

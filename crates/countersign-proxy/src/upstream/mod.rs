@@ -1,25 +1,26 @@
-//! The upstream side: building the request the gateway sends, and turning the upstream's answer
-//! into the client's response.
+//! The upstream side: the pooled client, building the request the gateway sends, and the
+//! gateway's own requests (tool listings, dry-run previews).
 //!
 //! Upstream requests are built fresh: the URL comes from configuration, framing headers are
 //! computed, hop-by-hop and routing-spoof headers are never copied, `Host` names the upstream.
 
-use std::time::{Duration, Instant};
+mod call;
+
+pub use call::{CallerContext, call, list_tools};
+
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use crate::body::{ResponseBody, full};
 use crate::config::{Upstream, UpstreamAuth};
 use crate::error::ProxyError;
-use crate::metrics::ProxyMetrics;
-use crate::sse::{RelayObserver, SseRelay};
 
 /// Connection-pooled HTTP client for one upstream.
 #[derive(Debug, Clone)]
@@ -93,7 +94,7 @@ fn is_not_forwarded(name: &HeaderName) -> bool {
 }
 
 /// Response headers never copied back to the client: hop-by-hop fields and framing.
-fn is_not_returned(name: &HeaderName) -> bool {
+pub(crate) fn is_not_returned(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
         "content-length"
@@ -147,7 +148,7 @@ pub fn upstream_request(
     request
 }
 
-fn connection_tokens(headers: &HeaderMap) -> Vec<HeaderName> {
+pub(crate) fn connection_tokens(headers: &HeaderMap) -> Vec<HeaderName> {
     headers
         .get_all(header::CONNECTION)
         .iter()
@@ -157,79 +158,8 @@ fn connection_tokens(headers: &HeaderMap) -> Vec<HeaderName> {
         .collect()
 }
 
-/// Sends `request` upstream and relays the answer: SSE streamed event by event, everything else
-/// buffered up to the upstream's response limit.
-pub async fn relay(
-    upstream: &Upstream,
-    upstream_label: &'static str,
-    client: &UpstreamClient,
-    request: Request<Full<Bytes>>,
-    metrics: &ProxyMetrics,
-    max_sse_event_bytes: usize,
-    observer: Option<RelayObserver>,
-) -> Result<Response<ResponseBody>, ProxyError> {
-    let started = Instant::now();
-    let response = client.send(upstream, request).await?;
-    metrics.observe_upstream_latency(upstream_label, started.elapsed());
-
-    let (mut parts, body) = response.into_parts();
-    let listed_in_connection = connection_tokens(&parts.headers);
-    let returned: Vec<_> = parts
-        .headers
-        .keys()
-        .filter(|name| is_not_returned(name) || listed_in_connection.contains(name))
-        .cloned()
-        .collect();
-    for name in returned {
-        parts.headers.remove(name);
-    }
-
-    let body = if is_event_stream(&parts.headers) {
-        // Proxies in front of the gateway must not buffer the stream either.
-        parts.headers.insert(
-            HeaderName::from_static("x-accel-buffering"),
-            HeaderValue::from_static("no"),
-        );
-        let guard = metrics.stream_opened(upstream_label);
-        SseRelay::new(body, max_sse_event_bytes, guard, observer).boxed_unsync()
-    } else {
-        let bytes = buffer(upstream, body).await?;
-        match observer.and_then(|mut o| o.observe(&bytes)) {
-            Some(edited) => full(edited),
-            None => full(bytes),
-        }
-    };
-    Ok(Response::from_parts(parts, body))
-}
-
-async fn buffer(upstream: &Upstream, body: Incoming) -> Result<Bytes, ProxyError> {
-    let limit = upstream.max_response_bytes.get();
-    let collected = tokio::time::timeout(
-        upstream.response_timeout,
-        Limited::new(body, limit).collect(),
-    )
-    .await
-    .map_err(|_| ProxyError::UpstreamTimeout {
-        upstream: upstream.name.clone(),
-        timeout: upstream.response_timeout,
-    })?;
-    match collected {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) => match error.downcast::<hyper::Error>() {
-            Ok(source) => Err(ProxyError::UpstreamBody {
-                upstream: upstream.name.clone(),
-                source: *source,
-            }),
-            Err(_) => Err(ProxyError::UpstreamResponseTooLarge {
-                upstream: upstream.name.clone(),
-                limit,
-            }),
-        },
-    }
-}
-
 /// `text/event-stream` by media type, whatever parameters follow (Python adds a charset).
-fn is_event_stream(headers: &HeaderMap) -> bool {
+pub fn is_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

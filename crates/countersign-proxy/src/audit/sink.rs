@@ -1,4 +1,4 @@
-//! The audit trail: one JSON line per decision and one per outcome, so an operator can answer
+//! The audit sink: one JSON line per decision and one per outcome, so an operator can answer
 //! "who asked for what, what did the gateway decide, and what ran" from the log alone.
 //!
 //! Arguments are left out unless `include_arguments` is set: they may hold personal data, and

@@ -1,10 +1,6 @@
-//! The single inspection point: one strict parse of a POST body, the envelope and header checks,
-//! and the re-serialization that is forwarded instead of the client's bytes.
-//!
-//! Classification (the next stage) reads the same [`InspectedPost`] value that is serialized
-//! here, so what is judged and what is forwarded can never differ.
+//! The single inspection point: one strict parse of a POST body and the envelope and header
+//! checks. What comes out is a value; the client's bytes end here.
 
-use bytes::Bytes;
 use countersign_jsonrpc::mcp::{self, ProtocolVersion};
 use countersign_jsonrpc::message::{Message, Payload, Request, RequestId};
 use countersign_jsonrpc::strict::{ParseLimits, parse_strict_with};
@@ -27,17 +23,17 @@ pub struct InspectedPost {
 }
 
 impl InspectedPost {
-    /// The bytes that go upstream: the re-serialization of the value that was inspected.
-    pub fn forward_body(&self) -> Bytes {
-        Bytes::from(self.payload.to_vec())
-    }
-
     /// The id to answer with when the request is refused after inspection.
     pub fn request_id(&self) -> Option<&RequestId> {
         match &self.payload {
             Payload::Single(message) => message.id(),
             Payload::Batch(_) => None,
         }
+    }
+
+    /// The request is MCP 2026-07-28 (stateless: no sessions, capabilities per request).
+    pub fn stateless(&self) -> bool {
+        self.version.is_some_and(ProtocolVersion::is_stateless)
     }
 
     /// Bounded label for metrics.
@@ -52,7 +48,7 @@ impl InspectedPost {
 }
 
 /// A refusal, with the id of the offending request when the body got far enough to have one.
-pub type Refusal = (ProxyError, Option<RequestId>);
+pub(super) type Refusal = (ProxyError, Option<RequestId>);
 
 pub fn inspect_post(
     headers: &HeaderMap,

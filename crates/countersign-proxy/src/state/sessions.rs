@@ -5,9 +5,10 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+use tokio::time::Instant;
 
 /// Most sessions remembered; the least recently seen is forgotten first. A forgotten session
 /// only loses the elicitation channel (its calls fall back to the token channel).
@@ -36,14 +37,14 @@ impl SessionBook {
         session: &str,
         principal: &str,
         initialize_params: Option<&serde_json::Map<String, Value>>,
+        now: Instant,
     ) {
         let can_elicit = initialize_params
             .and_then(|p| p.get("capabilities"))
             .is_some_and(declares_form_elicitation);
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if sessions.len() >= MAX_SESSIONS {
-            let now = Instant::now();
-            sessions.retain(|_, s| now.duration_since(s.last_seen) < IDLE);
+            sessions.retain(|_, s| now.saturating_duration_since(s.last_seen) < IDLE);
             if sessions.len() >= MAX_SESSIONS
                 && let Some(oldest) = sessions
                     .iter()
@@ -58,19 +59,19 @@ impl SessionBook {
             SessionInfo {
                 principal: principal.to_owned(),
                 can_elicit,
-                last_seen: Instant::now(),
+                last_seen: now,
             },
         );
     }
 
     /// The session, if it is known, was opened by `principal`, and is not idle-expired.
-    pub fn get(&self, session: &str, principal: &str) -> Option<SessionInfo> {
+    pub fn get(&self, session: &str, principal: &str, now: Instant) -> Option<SessionInfo> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let info = sessions.get_mut(session)?;
-        if info.principal != principal || info.last_seen.elapsed() >= IDLE {
+        if info.principal != principal || now.saturating_duration_since(info.last_seen) >= IDLE {
             return None;
         }
-        info.last_seen = Instant::now();
+        info.last_seen = now;
         Some(info.clone())
     }
 
@@ -96,6 +97,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::clock::{Clock, SystemClock};
 
     #[test]
     fn elicitation_capability_means_form_unless_only_url_is_declared() {
@@ -110,14 +112,23 @@ mod tests {
         assert!(!declares_form_elicitation(&json!({"elicitation": true})));
     }
 
-    #[test]
-    fn a_session_is_only_found_for_the_principal_that_opened_it() {
+    #[tokio::test(start_paused = true)]
+    async fn a_session_is_only_found_for_the_principal_that_opened_it() {
         let book = SessionBook::default();
         let params = json!({"capabilities": {"elicitation": {}}});
-        book.opened("s1", "ada", params.as_object());
-        assert!(book.get("s1", "ada").is_some_and(|s| s.can_elicit));
-        assert!(book.get("s1", "mallory").is_none());
+        let now = SystemClock.now();
+        book.opened("s1", "ada", params.as_object(), now);
+        assert!(book.get("s1", "ada", now).is_some_and(|s| s.can_elicit));
+        assert!(book.get("s1", "mallory", now).is_none());
         book.closed("s1");
-        assert!(book.get("s1", "ada").is_none());
+        assert!(book.get("s1", "ada", now).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_session_is_forgotten() {
+        let book = SessionBook::default();
+        book.opened("s1", "ada", None, SystemClock.now());
+        tokio::time::advance(IDLE).await;
+        assert!(book.get("s1", "ada", SystemClock.now()).is_none());
     }
 }

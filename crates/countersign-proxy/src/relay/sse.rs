@@ -14,53 +14,31 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tracing::debug;
 
+use super::Observer;
 use crate::body::BoxError;
 use crate::metrics::StreamGuard;
-use crate::rewrite::{ResponseHook, watch_list_changed};
-use std::sync::Arc;
 
-use crate::gate::Gate;
-
-/// What the gateway watches for and edits in relayed messages.
-#[derive(Debug, Clone)]
-pub struct RelayObserver {
-    pub gate: Arc<Gate>,
-    pub upstream: String,
-    /// The edit for the answer to the forwarded request, dropped once it has been applied.
-    pub hook: Option<ResponseHook>,
-}
-
-impl RelayObserver {
-    /// Watches one message; returns its replacement when the hook edited it.
-    pub fn observe(&mut self, data: &[u8]) -> Option<Vec<u8>> {
-        if let Ok(text) = std::str::from_utf8(data) {
-            watch_list_changed(text, &self.upstream, &self.gate);
+/// Lets the observer see (and replace) the data of one event.
+fn observe_event(observer: &mut Observer, event: &mut SseEvent) {
+    let Some(data) = event.data() else { return };
+    let Some(edited) = observer.observe(data.as_bytes()) else {
+        return;
+    };
+    let Ok(edited) = String::from_utf8(edited) else {
+        return;
+    };
+    // The edited message is compact JSON (no newlines), so one data line carries it; the
+    // other fields (id, event, retry) keep their places.
+    let mut replaced = false;
+    event.fields.retain_mut(|field| match field {
+        SseField::Data(value) if !replaced => {
+            replaced = true;
+            *value = edited.clone();
+            true
         }
-        let edited = self.hook.as_ref()?.apply(data)?;
-        self.hook = None;
-        Some(edited)
-    }
-
-    fn observe_event(&mut self, event: &mut SseEvent) {
-        let Some(data) = event.data() else { return };
-        if let Some(edited) = self.observe(data.as_bytes()) {
-            let Ok(edited) = String::from_utf8(edited) else {
-                return;
-            };
-            // The edited message is compact JSON (no newlines), so one data line carries it;
-            // the other fields (id, event, retry) keep their places.
-            let mut replaced = false;
-            event.fields.retain_mut(|field| match field {
-                SseField::Data(value) if !replaced => {
-                    replaced = true;
-                    *value = edited.clone();
-                    true
-                }
-                SseField::Data(_) => false,
-                _ => true,
-            });
-        }
-    }
+        SseField::Data(_) => false,
+        _ => true,
+    });
 }
 
 pin_project! {
@@ -70,7 +48,7 @@ pin_project! {
         upstream: B,
         decoder: SseDecoder,
         upstream_done: bool,
-        observer: Option<RelayObserver>,
+        observer: Option<Observer>,
         // Held for the lifetime of the stream so the open-streams gauge stays right.
         _guard: StreamGuard,
     }
@@ -89,7 +67,7 @@ impl<B> SseRelay<B> {
         upstream: B,
         max_event_bytes: usize,
         guard: StreamGuard,
-        observer: Option<RelayObserver>,
+        observer: Option<Observer>,
     ) -> Self {
         Self {
             upstream,
@@ -121,7 +99,7 @@ where
                 match this.decoder.next_event() {
                     Ok(Some(mut event)) => {
                         if let Some(observer) = this.observer.as_mut() {
-                            observer.observe_event(&mut event);
+                            observe_event(observer, &mut event);
                         }
                         event.encode(&mut out)
                     }
@@ -153,7 +131,7 @@ where
                         match this.decoder.finish() {
                             Ok(Some(mut event)) => {
                                 if let Some(observer) = this.observer.as_mut() {
-                                    observer.observe_event(&mut event);
+                                    observe_event(observer, &mut event);
                                 }
                                 event.encode(&mut out)
                             }

@@ -1,22 +1,32 @@
-//! Edits the gateway makes to upstream answers: `tools/list` schemas gain the optional
-//! `confirmationToken` property for tools that may need confirmation, and `initialize` /
-//! `server/discover` instructions gain a paragraph explaining the flow to the model.
+//! The response side: edits the gateway makes to upstream answers, and what it learns from
+//! them, as the [`MessageObserver`] the relay calls for every message it relays.
+//!
+//! - `tools/list` schemas gain the optional `confirmationToken` property for tools that may
+//!   need confirmation, and a complete first-page listing is pinned;
+//! - `initialize` / `server/discover` instructions gain a paragraph explaining the flow to the
+//!   model — only when the active policy can hold some call on that upstream;
+//! - an approved 2026-07-28 call whose upstream answers `input_required` gets the upstream's
+//!   state wrapped in the gateway's signed `approved` state ([`StateWrap`]);
+//! - `notifications/tools/list_changed` on any relayed stream marks the catalog stale.
 //!
 //! Edits apply to exactly one JSON-RPC response — the answer to the request the client sent —
 //! matched by its id, whether it arrives as a JSON body or as one event of an SSE stream.
 
 use std::sync::Arc;
 
-use countersign_jsonrpc::message::{Message, RequestId};
+use countersign_jsonrpc::message::{ErrorObject, Message, Payload, RequestId};
 use countersign_jsonrpc::strict::parse_strict;
+use countersign_policy::Action;
 use serde_json::{Map, Value, json};
+use tracing::warn;
 
-use crate::gate::{Gate, StateWrap};
-
-/// The argument name clients use to present a confirmation token.
-pub const TOKEN_ARGUMENT: &str = "confirmationToken";
-/// The `_meta` key clients use to present a confirmation token.
-pub const TOKEN_META: &str = "countersign/confirmationToken";
+use crate::approval::StateWrap;
+use crate::catalog::CatalogSync;
+use crate::clock::Clock;
+use crate::relay::{MessageObserver, Observer, WatchResponses};
+use crate::route::RouteTarget;
+use crate::state::PolicyHandle;
+use crate::wire::TOKEN_ARGUMENT;
 
 /// Appended to the upstream's `instructions` so the model knows how held calls work.
 pub const INSTRUCTIONS: &str = "This server is behind countersign, a gateway that holds risky tool \
@@ -33,107 +43,82 @@ pub enum ResponseEdit {
     ToolsList,
     /// Append [`INSTRUCTIONS`] to `result.instructions`.
     Instructions,
-    /// Wrap an upstream's `input_required` state into the gateway's signed `approved` state.
-    WrapState,
 }
 
-/// The edit for one forwarded request's response, plus what the gateway learns from it.
+/// Builds the observer of every forwarded request's response.
 #[derive(Debug, Clone)]
-pub struct ResponseHook {
-    pub id: RequestId,
-    pub edit: ResponseEdit,
-    pub upstream: String,
-    pub gate: Arc<Gate>,
-    /// The request asked for the first page; a result without `nextCursor` is then the whole
-    /// listing, and it is pinned.
-    pub first_page: bool,
-    /// For [`ResponseEdit::WrapState`]: the approved call's bindings.
-    pub wrap: Option<StateWrap>,
+pub struct ResponseEdits {
+    pub policy: Arc<PolicyHandle>,
+    pub catalog: CatalogSync,
+    pub clock: Arc<dyn Clock>,
 }
 
-impl ResponseHook {
-    /// The hook for a forwarded request, if its answer needs one.
-    pub fn for_request(
+impl WatchResponses for ResponseEdits {
+    fn watch(
+        &self,
+        route: &RouteTarget,
+        request: &http::request::Parts,
+        payload: Option<&Payload>,
+    ) -> Option<Observer> {
+        let upstream = route.upstream.name.clone();
+        let hook = match payload {
+            Some(Payload::Single(Message::Request(call))) => {
+                match request.extensions.get::<StateWrap>() {
+                    Some(wrap) => Some(Hook::WrapState(call.id.clone(), Box::new(wrap.clone()))),
+                    None => self.edit_for(&upstream, &call.method, &call.id, call.params.as_ref()),
+                }
+            }
+            _ => None,
+        };
+        Some(Box::new(EditObserver {
+            edits: self.clone(),
+            upstream,
+            hook,
+        }))
+    }
+}
+
+impl ResponseEdits {
+    fn edit_for(
+        &self,
+        upstream: &str,
         method: &str,
         id: &RequestId,
-        first_page: bool,
-        upstream: &str,
-        gate: &Arc<Gate>,
-    ) -> Option<Self> {
+        params: Option<&Map<String, Value>>,
+    ) -> Option<Hook> {
         let edit = match method {
             "tools/list" => ResponseEdit::ToolsList,
-            "initialize" | "server/discover" => ResponseEdit::Instructions,
+            // Explaining held calls is noise where nothing can be held.
+            "initialize" | "server/discover" if self.policy.current().can_hold_on(upstream) => {
+                ResponseEdit::Instructions
+            }
             _ => return None,
         };
-        Some(Self {
+        let first_page = params.is_none_or(|p| p.get("cursor").is_none_or(Value::is_null));
+        Some(Hook::Edit {
             id: id.clone(),
             edit,
-            upstream: upstream.to_owned(),
-            gate: gate.clone(),
             first_page,
-            wrap: None,
         })
     }
 
-    /// The hook for an approved 2026-07-28 call, whose upstream may answer `input_required`.
-    pub fn wrap_state(id: &RequestId, upstream: &str, gate: &Arc<Gate>, wrap: StateWrap) -> Self {
-        Self {
-            id: id.clone(),
-            edit: ResponseEdit::WrapState,
-            upstream: upstream.to_owned(),
-            gate: gate.clone(),
-            first_page: false,
-            wrap: Some(wrap),
-        }
+    /// Whether a listed tool may be held, so `tools/list` offers it the token argument.
+    fn may_confirm(&self, upstream: &str, tool: &Value) -> bool {
+        let policy = self.policy.current();
+        policy
+            .explain(upstream, std::slice::from_ref(tool))
+            .first()
+            .is_none_or(|e| e.action == Action::Confirm || !e.conditional_rules.is_empty())
     }
 
-    /// The edited message, or `None` to relay `body` as it is.
-    pub fn apply(&self, body: &[u8]) -> Option<Vec<u8>> {
-        if let (ResponseEdit::WrapState, Some(wrap)) = (self.edit, &self.wrap) {
-            return self.wrap_upstream_state(body, wrap);
-        }
-        if self.edit == ResponseEdit::ToolsList && self.first_page {
-            self.pin_complete_listing(body);
-        }
-        let gate = &self.gate;
-        let upstream = self.upstream.as_str();
-        edit_response(body, &self.id, self.edit, &|_, tool| {
-            gate.may_confirm(upstream, tool)
-        })
-    }
-
-    fn wrap_upstream_state(&self, body: &[u8], wrap: &StateWrap) -> Option<Vec<u8>> {
-        let Ok(Message::Response(mut response)) = Message::from_value(parse_strict(body).ok()?)
-        else {
-            return None;
-        };
-        if response.id.as_ref() != Some(&self.id) {
-            return None;
-        }
-        let Ok(Value::Object(result)) = &mut response.outcome else {
-            return None;
-        };
-        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
-            return None;
-        }
-        if let Err(reason) = self.gate.wrap_upstream_state(wrap, result) {
-            tracing::warn!(upstream = %self.upstream, %reason, "upstream input_required refused");
-            response.outcome = Err(countersign_jsonrpc::message::ErrorObject {
-                code: -32603,
-                message: format!("countersign refused the upstream's answer: {reason}"),
-                data: None,
-            });
-        }
-        Some(Message::Response(response).to_vec())
-    }
-
-    fn pin_complete_listing(&self, body: &[u8]) {
+    /// Pins a complete first-page listing and shares the pins with the other replicas.
+    fn pin_complete_listing(&self, upstream: &str, id: &RequestId, body: &[u8]) {
         let Some(Ok(Message::Response(response))) =
             parse_strict(body).ok().map(Message::from_value)
         else {
             return;
         };
-        if response.id.as_ref() != Some(&self.id) {
+        if response.id.as_ref() != Some(id) {
             return;
         }
         let Ok(Value::Object(result)) = &response.outcome else {
@@ -143,16 +128,93 @@ impl ResponseHook {
             .get("nextCursor")
             .is_none_or(|c| c.is_null() || c.as_str() == Some(""));
         if let (true, Some(Value::Array(tools))) = (complete, result.get("tools")) {
-            self.gate.catalog.observe(&self.upstream, tools);
-            let (gate, upstream) = (self.gate.clone(), self.upstream.clone());
-            tokio::spawn(async move { gate.share_pins(&upstream).await });
+            self.catalog.state.observe(upstream, tools);
+            let (catalog, upstream) = (self.catalog.clone(), upstream.to_owned());
+            tokio::spawn(async move { catalog.share_pins(&upstream).await });
         }
+    }
+
+    fn wrap_upstream_state(
+        &self,
+        id: &RequestId,
+        wrap: &StateWrap,
+        body: &[u8],
+    ) -> Option<Vec<u8>> {
+        let Ok(Message::Response(mut response)) = Message::from_value(parse_strict(body).ok()?)
+        else {
+            return None;
+        };
+        if response.id.as_ref() != Some(id) {
+            return None;
+        }
+        let Ok(Value::Object(result)) = &mut response.outcome else {
+            return None;
+        };
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return None;
+        }
+        if let Err(reason) = wrap.wrap(result, self.clock.unix_secs()) {
+            warn!(%reason, "upstream input_required refused");
+            response.outcome = Err(ErrorObject {
+                code: -32603,
+                message: format!("countersign refused the upstream's answer: {reason}"),
+                data: None,
+            });
+        }
+        Some(Message::Response(response).to_vec())
+    }
+}
+
+/// The edit for the answer to one forwarded request.
+#[derive(Debug)]
+enum Hook {
+    Edit {
+        id: RequestId,
+        edit: ResponseEdit,
+        /// The request asked for the first page; a result without `nextCursor` is then the
+        /// whole listing, and it is pinned.
+        first_page: bool,
+    },
+    WrapState(RequestId, Box<StateWrap>),
+}
+
+/// Watches one relayed response.
+struct EditObserver {
+    edits: ResponseEdits,
+    upstream: String,
+    /// Dropped once it has been applied.
+    hook: Option<Hook>,
+}
+
+impl MessageObserver for EditObserver {
+    fn observe(&mut self, message: &[u8]) -> Option<Vec<u8>> {
+        if let Ok(text) = std::str::from_utf8(message) {
+            watch_list_changed(text, &self.upstream, &self.edits.catalog);
+        }
+        let edited = match self.hook.as_ref()? {
+            Hook::WrapState(id, wrap) => self.edits.wrap_upstream_state(id, wrap, message),
+            Hook::Edit {
+                id,
+                edit,
+                first_page,
+            } => {
+                if *edit == ResponseEdit::ToolsList && *first_page {
+                    self.edits.pin_complete_listing(&self.upstream, id, message);
+                }
+                let (edits, upstream) = (&self.edits, self.upstream.as_str());
+                edit_response(message, id, *edit, &|_, tool| {
+                    edits.may_confirm(upstream, tool)
+                })
+            }
+        }?;
+        self.hook = None;
+        Some(edited)
     }
 }
 
 /// Marks the upstream's catalog stale when a relayed message announces that its tools changed;
 /// the next call is then classified against a fresh listing.
-pub fn watch_list_changed(data: &str, upstream: &str, gate: &Gate) {
+fn watch_list_changed(data: &str, upstream: &str, catalog: &CatalogSync) {
     // Cheap filter first: almost no event is this notification.
     if !data.contains("notifications/tools/list_changed") {
         return;
@@ -161,7 +223,7 @@ pub fn watch_list_changed(data: &str, upstream: &str, gate: &Gate) {
         parse_strict(data.as_bytes()).ok().map(Message::from_value)
         && n.method == "notifications/tools/list_changed"
     {
-        gate.catalog.mark_stale(upstream);
+        catalog.state.mark_stale(upstream);
     }
 }
 
@@ -193,7 +255,6 @@ pub fn edit_response(
             append_instructions(result);
             true
         }
-        ResponseEdit::WrapState => false,
     };
     // An unchanged message is relayed as the upstream wrote it.
     changed.then(|| Message::Response(response).to_vec())

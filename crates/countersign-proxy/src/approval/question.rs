@@ -8,31 +8,26 @@
 
 use serde_json::{Value, json};
 
-/// The key of the gateway's question in `inputRequests` / `inputResponses` (2026-07-28).
-pub const APPROVAL_KEY: &str = "countersign/approval";
-/// Prefix of the gateway's own JSON-RPC request ids on a session. Upstreams number their
-/// requests (the TypeScript SDK from 0) or use their own strings; a UUID under this prefix
-/// never collides with them.
-pub const REQUEST_ID_PREFIX: &str = "countersign-";
+use crate::display::{self, ListingStyle};
 
 /// Longest argument listing shown; the rest is cut with a visible marker.
 const MAX_ARGUMENTS_CHARS: usize = 1500;
 
 /// What the person is asked about.
 #[derive(Debug)]
-pub struct Question<'a> {
-    pub tool: &'a str,
-    pub upstream: &'a str,
-    pub risk: &'a str,
-    pub summary: Option<&'a str>,
+pub(super) struct Question<'a> {
+    pub(super) tool: &'a str,
+    pub(super) upstream: &'a str,
+    pub(super) risk: &'a str,
+    pub(super) summary: Option<&'a str>,
     /// Canonical arguments, exactly as they will be forwarded.
-    pub arguments: &'a Value,
+    pub(super) arguments: &'a Value,
     /// Text of a dry-run preview, when the policy asked for one.
-    pub preview: Option<&'a str>,
+    pub(super) preview: Option<&'a str>,
 }
 
 /// `params` of the gateway's `elicitation/create`.
-pub fn elicitation_params(question: &Question<'_>) -> Value {
+pub(super) fn elicitation_params(question: &Question<'_>) -> Value {
     json!({
         "mode": "form",
         "message": message(question),
@@ -52,63 +47,29 @@ fn message(question: &Question<'_>) -> String {
         question.tool, question.upstream, question.risk
     );
     if let Some(summary) = question.summary {
-        text.push_str(&format!("What it does: {}\n", escape(summary)));
+        text.push_str(&format!("What it does: {}\n", display::escape(summary)));
     }
-    let arguments = serde_json::to_string_pretty(question.arguments).unwrap_or_default();
     text.push_str(&format!(
         "Arguments:\n{}\n",
-        truncate(&escape(&arguments), MAX_ARGUMENTS_CHARS)
+        display::arguments_listing(
+            question.arguments,
+            ListingStyle::Pretty,
+            MAX_ARGUMENTS_CHARS
+        )
     ));
     if let Some(preview) = question.preview {
         text.push_str(&format!(
             "\nPreview (dry run):\n{}\n",
-            truncate(&escape(preview), MAX_ARGUMENTS_CHARS)
+            display::escape(&display::truncate(preview, MAX_ARGUMENTS_CHARS))
         ));
     }
     text.push_str("\nApprove only if you expected this call. Nothing runs unless you approve.");
     text
 }
 
-/// Escapes every character that could hide or reorder text, keeping line breaks and tabs of
-/// the (pretty-printed) listing.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let hidden = match c {
-            '\n' | '\t' => false,
-            c if c.is_control() => true,
-            '\u{200b}'..='\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{2069}'
-            | '\u{feff}'
-            | '\u{061c}'
-            | '\u{180e}' => true,
-            _ => false,
-        };
-        if hidden {
-            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn truncate(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        None => text.to_owned(),
-        Some((cut, _)) => format!(
-            "{}…[truncated: {} more characters]",
-            &text[..cut],
-            text[cut..].chars().count()
-        ),
-    }
-}
-
 /// Whether an `ElicitResult` approves: `action: "accept"` and `content.approve` exactly `true`.
 /// Decline, cancel, an unticked box, a missing field or anything malformed is a refusal.
-pub fn approves(result: &Value) -> bool {
+pub(super) fn approves(result: &Value) -> bool {
     result.get("action").and_then(Value::as_str) == Some("accept")
         && result.get("content").and_then(|c| c.get("approve")) == Some(&Value::Bool(true))
 }
@@ -172,5 +133,16 @@ mod tests {
             .to_owned();
         assert!(message.contains("…[truncated: "));
         assert!(message.chars().count() < 2500);
+    }
+
+    #[test]
+    fn a_long_argument_cannot_push_another_out_of_sight() {
+        let arguments = json!({"note": "x".repeat(10_000), "to": "mallory\u{2028}@evil"});
+        let message = elicitation_params(&question(&arguments))["message"]
+            .as_str()
+            .expect("message")
+            .to_owned();
+        assert!(message.contains("\"to\"") && message.contains("mallory\\u{2028}@evil"));
+        assert!(!message.contains('\u{2028}'));
     }
 }

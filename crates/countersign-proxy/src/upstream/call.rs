@@ -1,6 +1,6 @@
-//! The gateway's own `tools/list` requests: when a call names a tool the pinned catalog has not
-//! seen, the gateway lists the upstream's tools itself — with the caller's session and
-//! credentials, since what a session may see can depend on them — following every page.
+//! The gateway's own requests to an upstream: `tools/list` when a call names a tool the pinned
+//! catalog has not seen — with the caller's session and credentials, since what a session may
+//! see can depend on them — following every page, and single calls such as dry-run previews.
 
 use bytes::Bytes;
 use countersign_jsonrpc::message::{ErrorObject, Message, RequestId};
@@ -11,10 +11,11 @@ use http::{Method, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 
+use super::{UpstreamClient, is_event_stream, upstream_request};
 use crate::config::Upstream;
 use crate::error::ProxyError;
-use crate::forward::{UpstreamClient, upstream_request};
-use crate::inspect::{MCP_METHOD, MCP_NAME};
+use crate::parse::{MCP_METHOD, MCP_NAME};
+use crate::wire::REQUEST_ID_PREFIX;
 
 /// Most pages followed before the listing is treated as hostile.
 const MAX_PAGES: usize = 64;
@@ -38,7 +39,10 @@ pub async fn list_tools(
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
-        let id = RequestId::String(format!("countersign-{}", uuid_like()));
+        let id = RequestId::String(format!(
+            "{REQUEST_ID_PREFIX}{}",
+            uuid::Uuid::new_v4().simple()
+        ));
         let mut params = Map::new();
         if let Some(cursor) = &cursor {
             params.insert("cursor".into(), Value::String(cursor.clone()));
@@ -97,28 +101,31 @@ pub async fn call(
     if status != StatusCode::OK {
         return Err(listing_error(upstream, &format!("HTTP {status}")));
     }
-    let event_stream = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("text/event-stream")
-        });
-    let mut body = response.into_body();
+    let event_stream = is_event_stream(response.headers());
+    let body = response.into_body();
+    // One deadline for the whole body, so an upstream dripping events cannot hold it open.
+    tokio::time::timeout(
+        upstream.response_timeout,
+        read_response(upstream, body, event_stream, id, max_event_bytes),
+    )
+    .await
+    .map_err(|_| ProxyError::UpstreamTimeout {
+        upstream: upstream.name.clone(),
+        timeout: upstream.response_timeout,
+    })?
+}
+
+async fn read_response(
+    upstream: &Upstream,
+    mut body: hyper::body::Incoming,
+    event_stream: bool,
+    id: &RequestId,
+    max_event_bytes: usize,
+) -> Result<Result<Map<String, Value>, ErrorObject>, ProxyError> {
     let limit = upstream.max_response_bytes.get();
-    let deadline = tokio::time::Instant::now() + upstream.response_timeout;
     let mut decoder = SseDecoder::new(max_event_bytes);
     let mut buffered = Vec::new();
-    loop {
-        let frame = tokio::time::timeout_at(deadline, body.frame())
-            .await
-            .map_err(|_| ProxyError::UpstreamTimeout {
-                upstream: upstream.name.clone(),
-                timeout: upstream.response_timeout,
-            })?;
-        let Some(frame) = frame else { break };
+    while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|source| ProxyError::UpstreamBody {
             upstream: upstream.name.clone(),
             source,
@@ -187,10 +194,4 @@ fn listing_error(upstream: &Upstream, why: &str) -> ProxyError {
         upstream: upstream.name.clone(),
         reason: why.to_owned(),
     }
-}
-
-/// A random id for the gateway's own requests; never collides with a client's numeric or
-/// short ids, and the prefix makes it recognisable in upstream logs.
-fn uuid_like() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }

@@ -1,0 +1,267 @@
+//! Everything known about one gated call while the approval layer decides it, and the answers,
+//! claims and audit lines built from it.
+
+use std::sync::Arc;
+
+use countersign_jsonrpc::mcp::ProtocolVersion;
+use countersign_jsonrpc::message::Request;
+use countersign_policy::{Method, Principal};
+use countersign_token::{Claims, new_jti};
+use http::{HeaderName, HeaderValue, StatusCode};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::Approvals;
+use super::answer::Answer;
+use super::question::{Question, elicitation_params};
+use super::refusal::RefusalCode;
+use super::results::{self, Refusal};
+use crate::audit::{AuditRecord, CallAudit, timestamp};
+use crate::classify::Judged;
+use crate::route::Route;
+use crate::wire::{CONFIRMATION_META, MISSING_CAPABILITY_CODE, REFUSED_ERROR_CODE};
+
+/// `tdh` for a tool the catalog does not know: a later pin of that tool changes it, so an
+/// approval for an unknown tool stops working once the tool's real definition is known.
+const UNKNOWN_DEFINITION: &str = "unknown";
+
+/// One gated call being decided.
+#[derive(Debug)]
+pub(super) struct Gated {
+    pub(super) approvals: Arc<Approvals>,
+    pub(super) route: Route,
+    /// The client request's head: headers to forward with, extensions to carry on.
+    pub(super) parts: http::request::Parts,
+    pub(super) principal: Principal,
+    /// Sessions exist only before 2026-07-28; a stateless request's header means nothing.
+    pub(super) session: Option<String>,
+    pub(super) stateless: bool,
+    /// The revision the client negotiated, from its `MCP-Protocol-Version` header.
+    pub(super) protocol_version: Option<ProtocolVersion>,
+    pub(super) judged: Judged,
+    pub(super) mirrored: Vec<(HeaderName, HeaderValue)>,
+    pub(super) started: Instant,
+}
+
+impl Gated {
+    pub(super) fn target(&self) -> &str {
+        &self.judged.call.target
+    }
+
+    pub(super) fn method(&self) -> Method {
+        self.judged.call.method
+    }
+
+    pub(super) fn upstream(&self) -> &str {
+        &self.route.upstream.name
+    }
+
+    pub(super) fn definition_hash(&self) -> String {
+        match &self.judged.pinned {
+            Some(pin) => countersign_token::definition_hash(&pin.definition),
+            None => UNKNOWN_DEFINITION.to_owned(),
+        }
+    }
+
+    pub(super) fn has_output_schema(&self) -> bool {
+        self.judged.pinned.as_ref().is_some_and(|p| {
+            p.definition
+                .get("outputSchema")
+                .is_some_and(|s| !s.is_null())
+        })
+    }
+
+    /// The gateway's `elicitation/create` params for this call.
+    pub(super) fn question(&self, arguments: &Value, preview: Option<&str>) -> Value {
+        elicitation_params(&Question {
+            tool: self.target(),
+            upstream: self.upstream(),
+            risk: self.judged.decision.risk.as_str(),
+            summary: self.judged.decision.summary.as_deref(),
+            arguments,
+            preview,
+        })
+    }
+
+    pub(super) fn summary(&self) -> String {
+        self.judged
+            .decision
+            .summary
+            .clone()
+            .unwrap_or_else(|| format!("run {} on {}", self.target(), self.upstream()))
+    }
+
+    /// The refusal answer for `code`, with the standard message.
+    pub(super) fn refusal(&self, code: RefusalCode) -> Answer {
+        self.refusal_with(code, code.message(self.target()))
+    }
+
+    /// A policy denial, with the rule's reason when it gives one.
+    pub(super) fn denial(&self) -> Answer {
+        let message = match &self.judged.decision.reason {
+            Some(reason) => {
+                format!("This call is not allowed by policy, so nothing was sent: {reason}")
+            }
+            None => RefusalCode::PolicyDenied.text().next_step.to_owned(),
+        };
+        self.refusal_with(RefusalCode::PolicyDenied, message)
+    }
+
+    fn refusal_with(&self, code: RefusalCode, message: String) -> Answer {
+        let refusal = Refusal {
+            code,
+            tool: self.target(),
+            upstream: self.upstream(),
+            message,
+            rule: Some(&self.judged.decision.rule),
+        };
+        match self.method() {
+            Method::ToolsCall => {
+                Answer::Result(results::refused(&refusal, self.has_output_schema()))
+            }
+            Method::PromptsGet | Method::ResourcesRead => {
+                let result = results::refused(&refusal, true);
+                Answer::Error {
+                    status: StatusCode::OK,
+                    code: REFUSED_ERROR_CODE,
+                    message: refusal.message.clone(),
+                    data: result["_meta"][CONFIRMATION_META].clone(),
+                }
+            }
+        }
+    }
+
+    /// The policy wants a person and this client cannot ask one. On 2026-07-28 that is the
+    /// protocol's `MissingRequiredClientCapability` (-32021, HTTP 400).
+    pub(super) fn human_unavailable(&self) -> Answer {
+        let code = RefusalCode::HumanApprovalUnavailable;
+        if self.stateless {
+            return Answer::Error {
+                status: StatusCode::BAD_REQUEST,
+                code: MISSING_CAPABILITY_CODE,
+                message: code.message(self.target()),
+                data: json!({
+                    "requiredCapabilities": {"elicitation": {"form": {}}},
+                    "status": "rejected",
+                    "code": code.as_str(),
+                    "tool": self.target(),
+                    "upstream": self.upstream(),
+                }),
+            };
+        }
+        self.refusal(code)
+    }
+
+    /// The claims of an approval artefact for this call on channel `ch`, with its lifetime.
+    pub(super) fn claims(&self, ah: String, ph: Option<String>, ch: &str) -> (Claims, u64) {
+        let settings = &self.approvals.settings;
+        let now = settings.clock.unix_secs();
+        let ttl = self.judged.decision.ttl.as_secs().max(1);
+        let claims = Claims {
+            v: 1,
+            iss: settings.issuer.clone(),
+            sub: self.principal.id.clone(),
+            sid: self.session.clone(),
+            up: self.upstream().to_owned(),
+            m: self.method().as_str().to_owned(),
+            tool: self.target().to_owned(),
+            ah,
+            ph,
+            tdh: self.definition_hash(),
+            rule: self.judged.decision.rule.clone(),
+            ch: ch.to_owned(),
+            iat: now,
+            exp: now + ttl,
+            jti: new_jti(),
+            st: None,
+        };
+        (claims, ttl)
+    }
+
+    /// What the audit layer writes the outcome line from.
+    pub(super) fn call_audit(
+        &self,
+        channel: Option<&'static str>,
+        jti: Option<String>,
+        args_hash: Option<String>,
+    ) -> CallAudit {
+        CallAudit {
+            principal: self.principal.id.clone(),
+            session: self.session.clone(),
+            method: self.method().as_str(),
+            target: self.target().to_owned(),
+            risk: self.judged.decision.risk.as_str(),
+            rule: self.judged.decision.rule.clone(),
+            action: self.judged.decision.action.as_str(),
+            channel,
+            jti,
+            args_hash,
+            started: self.started,
+        }
+    }
+
+    /// Writes one audit line about this call.
+    pub(super) fn audit(
+        &self,
+        event: &'static str,
+        outcome: &str,
+        channel: Option<&str>,
+        jti: Option<&str>,
+        args_hash: Option<&str>,
+    ) {
+        let settings = &self.approvals.settings;
+        let decision = &self.judged.decision;
+        settings.audit.record(&AuditRecord {
+            ts: timestamp(settings.clock.wall()),
+            event,
+            principal: &self.principal.id,
+            upstream: self.upstream(),
+            method: self.method().as_str(),
+            tool: self.target(),
+            session: self.session.as_deref(),
+            risk: Some(decision.risk.as_str()),
+            rule: Some(&decision.rule),
+            action: Some(decision.action.as_str()),
+            channel,
+            jti,
+            args_hash,
+            outcome,
+            latency_ms: None,
+            arguments: settings
+                .audit
+                .include_arguments()
+                .then_some(&self.judged.call.arguments),
+        });
+    }
+
+    /// Writes the outcome line of a call that ends here, refused, and returns the refusal.
+    pub(super) fn reject(&self, code: RefusalCode, channel: Option<&str>) -> Answer {
+        self.audit(
+            "outcome",
+            &format!("rejected:{}", code.as_str()),
+            channel,
+            None,
+            None,
+        );
+        self.refusal(code)
+    }
+}
+
+/// What the approval layer does with one gated call.
+// One verdict per call, moved once and never stored: boxing the large variant would only add
+// an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(super) enum Verdict {
+    /// Forward this call (approval artefacts stripped, risky arguments in canonical form).
+    Forward {
+        call: Request,
+        audit: CallAudit,
+        /// For an approved 2026-07-28 call: how to wrap the upstream's own `input_required`.
+        wrap: Option<super::StateWrap>,
+    },
+    /// Answer the client; nothing goes upstream.
+    Answer(Answer),
+    /// Ask the person on an SSE stream, then forward or refuse.
+    Ask(super::elicitation::PendingQuestion),
+}

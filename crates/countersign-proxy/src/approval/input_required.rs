@@ -1,0 +1,116 @@
+//! The 2026-07-28 `input_required` channel: a held call is answered with the gateway's question
+//! and a signed `requestState` bound to the call; the client's retry carries the person's answer
+//! under `inputResponses["countersign/approval"]` and is redeemed in [`super::redeem`].
+//!
+//! When an approved call's upstream itself answers `input_required`, its `requestState` is
+//! wrapped inside a signed `approved` state ([`StateWrap`]), so the retry is forwarded without
+//! asking the person again and the upstream's state comes back byte-exact.
+
+use std::sync::Arc;
+
+use countersign_jsonrpc::message::Request;
+use countersign_token::{Claims, Keyring, mint, new_jti};
+use serde_json::{Map, Value, json};
+
+use super::answer::Answer;
+use super::channel_name;
+use super::context::Gated;
+use crate::wire::APPROVAL_KEY;
+
+/// Answers with the gateway's question; the signed `requestState` binds it to this exact call.
+pub(super) fn ask(
+    gated: &Gated,
+    arguments: &Value,
+    ah: String,
+    ph: Option<String>,
+    preview: Option<&str>,
+) -> Answer {
+    let (claims, _) = gated.claims(ah, ph, channel_name::INPUT_REQUIRED);
+    let state = mint(&gated.approvals.settings.keyring, &claims);
+    gated.audit(
+        "decision",
+        "asked",
+        Some(channel_name::INPUT_REQUIRED),
+        Some(&claims.jti),
+        Some(&claims.ah),
+    );
+    let question = gated.question(arguments, preview);
+    Answer::Result(json!({
+        "resultType": "input_required",
+        "inputRequests": { APPROVAL_KEY: {"method": "elicitation/create", "params": question} },
+        "requestState": state,
+    }))
+}
+
+/// The person's answer on a retry, if the retry carries one.
+pub(super) fn answer(call: &Request) -> Option<&Value> {
+    call.params
+        .as_ref()?
+        .get("inputResponses")?
+        .get(APPROVAL_KEY)
+}
+
+/// The `requestState` a retry presents.
+pub(super) fn request_state(call: &Request) -> Option<String> {
+    call.params
+        .as_ref()?
+        .get("requestState")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The bindings of an approved 2026-07-28 call, to mint `approved` states from. Travels in the
+/// forwarded request's extensions to the response edits.
+#[derive(Debug, Clone)]
+pub struct StateWrap {
+    claims: Claims,
+    ttl_secs: u64,
+    keyring: Arc<Keyring>,
+}
+
+impl StateWrap {
+    pub(super) fn for_approved(gated: &Gated, ah: String, ph: Option<String>) -> Self {
+        let (mut claims, ttl_secs) = gated.claims(ah, ph, channel_name::APPROVED);
+        claims.sid = None;
+        Self {
+            claims,
+            ttl_secs,
+            keyring: gated.approvals.settings.keyring.clone(),
+        }
+    }
+
+    /// Wraps an upstream's `input_required` result: its `requestState` goes inside a fresh
+    /// signed `approved` state. An upstream that asks under the gateway's own key could make
+    /// its question look like the gateway's approval, so that answer is refused.
+    pub fn wrap(&self, result: &mut Map<String, Value>, now_unix: u64) -> Result<(), String> {
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return Ok(());
+        }
+        if result
+            .get("inputRequests")
+            .and_then(|r| r.get(APPROVAL_KEY))
+            .is_some()
+        {
+            return Err(format!(
+                "the upstream used the gateway's reserved input key `{APPROVAL_KEY}`"
+            ));
+        }
+        let upstream_state = match result.get("requestState") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(state)) => Some(state.clone()),
+            Some(_) => return Err("the upstream's requestState is not a string".into()),
+        };
+        let claims = Claims {
+            iat: now_unix,
+            exp: now_unix + self.ttl_secs,
+            jti: new_jti(),
+            st: upstream_state,
+            ..self.claims.clone()
+        };
+        result.insert(
+            "requestState".into(),
+            Value::String(mint(&self.keyring, &claims)),
+        );
+        Ok(())
+    }
+}

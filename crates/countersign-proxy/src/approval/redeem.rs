@@ -1,0 +1,175 @@
+//! Redeeming a presented approval — a confirmation token, or a 2026-07-28 `requestState` — for
+//! exactly the call it was minted for. Order is fixed: verify the MAC and times → check every
+//! binding against this request → refuse unsafe numbers → spend the `jti` once → forward.
+
+use countersign_jsonrpc::message::Request;
+use countersign_policy::{Approval, MAX_TOKEN_TTL};
+use countersign_store::Consumption;
+use countersign_token::{
+    Claims, Expectation, VerifyRules, arguments_hash, check_binding, check_safe_numbers,
+    normalize_numbers, params_hash, verify,
+};
+use serde_json::Value;
+use tracing::warn;
+
+use super::channel_name;
+use super::context::{Gated, Verdict};
+use super::input_required::{self, StateWrap};
+use super::question::approves;
+use super::refusal::RefusalCode;
+
+/// Redeems `presented` (arriving through channel `via`) for `call`.
+pub(super) async fn redeem(
+    gated: &Gated,
+    call: Request,
+    presented: &str,
+    via: &'static str,
+) -> Verdict {
+    let reject = |code: RefusalCode| Verdict::Answer(gated.reject(code, Some(via)));
+    let settings = &gated.approvals.settings;
+    let rules = VerifyRules {
+        leeway_secs: settings.leeway_secs,
+        max_ttl_secs: MAX_TOKEN_TTL.as_secs(),
+    };
+    let claims = match verify(
+        &settings.keyring,
+        presented,
+        settings.clock.unix_secs(),
+        &rules,
+    ) {
+        Ok(claims) => claims,
+        Err(rejection) => return reject(rejection.into()),
+    };
+    let arguments = gated.judged.call.arguments_without_token();
+    let (Ok(ah), Ok(ph)) = (arguments_hash(&arguments), bound_params_hash(gated)) else {
+        return reject(RefusalCode::UnsafeArguments);
+    };
+    let tdh = gated.definition_hash();
+    let expected = Expectation {
+        sub: &gated.principal.id,
+        sid: gated.session.as_deref(),
+        up: gated.upstream(),
+        m: gated.method().as_str(),
+        tool: gated.target(),
+        ah: &ah,
+        ph: ph.as_deref(),
+        tdh: &tdh,
+    };
+    if let Err(rejection) = check_binding(&claims, &expected) {
+        return reject(rejection.into());
+    }
+    if claims.iss != settings.issuer {
+        return reject(RefusalCode::BadSignature);
+    }
+    // Each channel's artefact works only in its own place: a requestState is not a token the
+    // model can present, and a token does not answer the gateway's question.
+    let upstream_state = match (via, claims.ch.as_str()) {
+        (channel_name::TOKEN, channel_name::TOKEN) => {
+            if gated.judged.decision.approval == Approval::Human {
+                return reject(RefusalCode::HumanApprovalUnavailable);
+            }
+            None
+        }
+        (channel_name::INPUT_REQUIRED, channel_name::INPUT_REQUIRED) => {
+            match input_required::answer(&call) {
+                // The retry lacks the answer: ask again rather than fail.
+                None => return super::hold::hold(gated, call).await,
+                Some(answer) if !approves(answer) => {
+                    // A decline is final: the state is spent, so the same requestState
+                    // cannot be retried with a different answer.
+                    let outcome = match spend(gated, &claims).await {
+                        Ok(()) => "rejected:not_approved",
+                        Err(_) => "rejected:not_approved(unrecorded)",
+                    };
+                    gated.audit("outcome", outcome, Some(via), Some(&claims.jti), Some(&ah));
+                    return Verdict::Answer(gated.refusal(RefusalCode::NotApproved));
+                }
+                Some(_) => None,
+            }
+        }
+        (channel_name::INPUT_REQUIRED, channel_name::APPROVED) => Some(claims.st.clone()),
+        _ => return reject(RefusalCode::Malformed),
+    };
+    if check_safe_numbers(&arguments).is_err() {
+        return reject(RefusalCode::UnsafeArguments);
+    }
+    // Last check before forwarding: spend the approval. Any store failure refuses.
+    if let Err(code) = spend(gated, &claims).await {
+        return reject(code);
+    }
+    gated.audit(
+        "decision",
+        "confirmed",
+        Some(via),
+        Some(&claims.jti),
+        Some(&ah),
+    );
+    let mut forwarded = gated.judged.call.strip_approval(call, true);
+    if let Some(state) = upstream_state {
+        // The upstream gets its own state back byte for byte (or none, if it sent none).
+        if let (Some(params), Some(state)) = (forwarded.params.as_mut(), state) {
+            params.insert("requestState".into(), Value::String(state));
+        }
+    }
+    // The upstream must receive exactly what was hashed and shown, not `1.0` where the person
+    // approved `1`.
+    if normalize_call_arguments(&mut forwarded).is_err() {
+        return reject(RefusalCode::UnsafeArguments);
+    }
+    let wrap = gated
+        .stateless
+        .then(|| StateWrap::for_approved(gated, ah.clone(), ph));
+    Verdict::Forward {
+        call: forwarded,
+        audit: gated.call_audit(Some(via), Some(claims.jti), Some(ah)),
+        wrap,
+    }
+}
+
+/// The `ph` of this call: the hash of the other params it binds, if it has any.
+pub(super) fn bound_params_hash(gated: &Gated) -> Result<Option<String>, ()> {
+    gated
+        .judged
+        .call
+        .bound_params
+        .as_ref()
+        .map(params_hash)
+        .transpose()
+        .map_err(|_| ())
+}
+
+/// Spends the approval's `jti` in the replay store, once.
+async fn spend(gated: &Gated, claims: &Claims) -> Result<(), RefusalCode> {
+    let settings = &gated.approvals.settings;
+    let expires_at_ms = (claims.exp + settings.leeway_secs + 1) * 1000;
+    let started = settings.clock.now();
+    let consumed = settings.store.consume(&claims.jti, expires_at_ms).await;
+    let outcome = match &consumed {
+        Ok(Consumption::First) => "consumed",
+        Ok(Consumption::AlreadySpent) => "replayed",
+        Err(_) => "error",
+    };
+    settings
+        .metrics
+        .observe_store(outcome, settings.clock.now().duration_since(started));
+    match consumed {
+        Ok(Consumption::First) => Ok(()),
+        Ok(Consumption::AlreadySpent) => Err(RefusalCode::Replayed),
+        Err(error) => {
+            warn!(%error, "replay store failed; refusing the approved call");
+            Err(RefusalCode::StoreUnavailable)
+        }
+    }
+}
+
+/// Rewrites the call's argument numbers to their canonical text.
+pub(super) fn normalize_call_arguments(call: &mut Request) -> Result<(), ()> {
+    if let Some(Value::Object(args)) = call.params.as_mut().and_then(|p| p.get_mut("arguments")) {
+        let mut value = Value::Object(std::mem::take(args));
+        normalize_numbers(&mut value).map_err(|_| ())?;
+        if let Value::Object(normalized) = value {
+            *args = normalized;
+        }
+    }
+    Ok(())
+}

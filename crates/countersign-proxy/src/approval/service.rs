@@ -1,0 +1,321 @@
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use countersign_jsonrpc::mcp::ProtocolVersion;
+use countersign_jsonrpc::message::{Message, Payload, Request as Call};
+use countersign_policy::{Action, Principal};
+use http::{HeaderName, HeaderValue, Method, Request, Response, request};
+use serde_json::{Map, Value};
+use tower::Service;
+
+use super::answer::{Answer, Asked};
+use super::cleared::Cleared;
+use super::context::{Gated, Verdict};
+use super::refusal::RefusalCode;
+use super::{Approvals, batch, channel_name, elicitation, hold, input_required, redeem};
+use crate::body::ResponseBody;
+use crate::classify::{Classification, Judged};
+use crate::error::ProxyError;
+use crate::future::ResponseFuture;
+use crate::identity::Caller;
+use crate::parse::{InspectedPost, MCP_PROTOCOL_VERSION, Parsed};
+use crate::route::Route;
+
+/// Lets through only what policy allows or a person approved; see the [module docs](super).
+#[derive(Debug, Clone)]
+pub struct Approve<S> {
+    pub(super) inner: S,
+    pub(super) approvals: Arc<Approvals>,
+}
+
+type Mirrored = Vec<(HeaderName, HeaderValue)>;
+
+impl<S> Service<Request<Parsed>> for Approve<S>
+where
+    S: Service<Request<Cleared>, Response = Response<ResponseBody>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<ResponseBody>;
+    type Error = Infallible;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Parsed>) -> Self::Future {
+        let (mut parts, body) = request.into_parts();
+        let Some(route) = parts.extensions.get::<Route>().cloned() else {
+            let error = ProxyError::Internal("request reached approval without a route".into());
+            return ResponseFuture::answered(error.into_response(None));
+        };
+        let post = match body {
+            Parsed::NoBody => return self.no_body(parts),
+            Parsed::Message(post) => post,
+        };
+        let classification = parts
+            .extensions
+            .remove::<Classification>()
+            .unwrap_or_default();
+        let principal = parts.extensions.get::<Caller>().and_then(|c| c.0.clone());
+        let asked = Asked::of(&post);
+        let InspectedPost {
+            payload, mirrored, ..
+        } = post;
+        let label = route.label;
+        let metrics = self.approvals.settings.metrics.clone();
+        match payload {
+            Payload::Batch(messages) => match batch::judge(&messages, &classification) {
+                Ok(()) => self.pass(parts, Payload::Batch(messages), mirrored),
+                Err(error) => ResponseFuture::answered(
+                    Answer::Refuse(error).into_response(&asked, &metrics, label),
+                ),
+            },
+            Payload::Single(Message::Response(reply)) if elicitation::is_our_question(&reply) => {
+                let approvals = self.approvals.clone();
+                ResponseFuture::working(async move {
+                    let taken = elicitation::take_answer(
+                        &approvals,
+                        &parts.headers,
+                        principal.as_ref(),
+                        reply,
+                    )
+                    .await;
+                    taken.into_response(&asked, &metrics, label)
+                })
+            }
+            Payload::Single(Message::Notification(cancel))
+                if cancel.method == "notifications/cancelled" =>
+            {
+                let approvals = self.approvals.clone();
+                let mut inner = self.take_inner();
+                ResponseFuture::working(async move {
+                    elicitation::cancel(&approvals, &parts.headers, principal.as_ref(), &cancel)
+                        .await;
+                    let payload = Payload::Single(Message::Notification(cancel));
+                    let request = Request::from_parts(parts, Cleared::passed(payload, mirrored));
+                    let Ok(response) = inner.call(request).await;
+                    response
+                })
+            }
+            Payload::Single(message) => {
+                let judged = classification.calls.into_iter().next();
+                match (message, judged, principal) {
+                    (Message::Request(call), Some(judged), Some(principal)) => {
+                        self.judge(parts, route, principal, judged, call, asked, mirrored)
+                    }
+                    // A call sent as a notification cannot carry a held or refused result, so
+                    // only a call the policy simply allows goes on.
+                    (Message::Notification(notification), Some(judged), _) => {
+                        if judged.decision.action == Action::Allow {
+                            let payload = Payload::Single(Message::Notification(notification));
+                            self.pass(parts, payload, mirrored)
+                        } else {
+                            let error = ProxyError::GatedNotification(judged.call.target);
+                            ResponseFuture::answered(
+                                Answer::Refuse(error).into_response(&asked, &metrics, label),
+                            )
+                        }
+                    }
+                    (_, Some(_), None) => ResponseFuture::answered(
+                        Answer::Refuse(ProxyError::Unauthenticated)
+                            .into_response(&asked, &metrics, label),
+                    ),
+                    (Message::Request(call), None, principal) if call.method == "initialize" => {
+                        self.initialize(parts, call, principal, mirrored)
+                    }
+                    (message, _, _) => self.pass(parts, Payload::Single(message), mirrored),
+                }
+            }
+        }
+    }
+}
+
+impl<S> Approve<S>
+where
+    S: Service<Request<Cleared>, Response = Response<ResponseBody>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    /// The ready inner service, for a future to call; a fresh clone stays behind.
+    fn take_inner(&mut self) -> S {
+        let clone = self.inner.clone();
+        std::mem::replace(&mut self.inner, clone)
+    }
+
+    /// Traffic that needs no approval: forwarded as parsed.
+    fn pass(
+        &mut self,
+        parts: request::Parts,
+        payload: Payload,
+        mirrored: Mirrored,
+    ) -> ResponseFuture<S::Future> {
+        let request = Request::from_parts(parts, Cleared::passed(payload, mirrored));
+        ResponseFuture::inner(self.inner.call(request))
+    }
+
+    /// GET and DELETE. Ending a session settles the calls still held in it: they will never
+    /// get an answer.
+    fn no_body(&mut self, parts: request::Parts) -> ResponseFuture<S::Future> {
+        let session = (parts.method == Method::DELETE)
+            .then(|| parts.headers.get("mcp-session-id"))
+            .flatten()
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let Some(session) = session else {
+            let request = Request::from_parts(parts, Cleared::no_body());
+            return ResponseFuture::inner(self.inner.call(request));
+        };
+        let approvals = self.approvals.clone();
+        let mut inner = self.take_inner();
+        ResponseFuture::working(async move {
+            approvals.settings.sessions.closed(&session);
+            elicitation::end_session(&approvals, &session).await;
+            let Ok(response) = inner
+                .call(Request::from_parts(parts, Cleared::no_body()))
+                .await;
+            response
+        })
+    }
+
+    /// Forwards `initialize` and learns from the exchange who opened the session and whether
+    /// its client can be asked.
+    fn initialize(
+        &mut self,
+        parts: request::Parts,
+        call: Call,
+        principal: Option<Principal>,
+        mirrored: Mirrored,
+    ) -> ResponseFuture<S::Future> {
+        let params: Option<Map<String, Value>> = call.params.clone();
+        let approvals = self.approvals.clone();
+        let mut inner = self.take_inner();
+        ResponseFuture::working(async move {
+            let request = Request::from_parts(parts, Cleared::call(call, mirrored));
+            let Ok(response) = inner.call(request).await;
+            let session = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok());
+            if let (Some(session), Some(principal)) = (session, principal) {
+                let settings = &approvals.settings;
+                settings.sessions.opened(
+                    session,
+                    &principal.id,
+                    params.as_ref(),
+                    settings.clock.now(),
+                );
+            }
+            response
+        })
+    }
+
+    /// One gated request: allowed calls go on at once; denied ones are answered; held ones are
+    /// redeemed or asked about.
+    #[allow(clippy::too_many_arguments)]
+    fn judge(
+        &mut self,
+        parts: request::Parts,
+        route: Route,
+        principal: Principal,
+        judged: Judged,
+        call: Call,
+        asked: Asked,
+        mirrored: Mirrored,
+    ) -> ResponseFuture<S::Future> {
+        let stateless = asked.stateless;
+        let gated = Gated {
+            approvals: self.approvals.clone(),
+            session: (!stateless)
+                .then(|| parts.headers.get("mcp-session-id"))
+                .flatten()
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            protocol_version: parts
+                .headers
+                .get(MCP_PROTOCOL_VERSION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(ProtocolVersion::parse),
+            stateless,
+            started: self.approvals.settings.clock.now(),
+            route,
+            parts,
+            principal,
+            judged,
+            mirrored,
+        };
+        match gated.judged.decision.action {
+            Action::Allow => {
+                gated.audit("decision", "allowed", None, None, None);
+                let call = gated.judged.call.strip_approval(call, false);
+                let audit = gated.call_audit(None, None, None);
+                let mut request =
+                    Request::from_parts(gated.parts, Cleared::call(call, gated.mirrored));
+                request.extensions_mut().insert(audit);
+                ResponseFuture::inner(self.inner.call(request))
+            }
+            Action::Deny => {
+                gated.audit("decision", "denied", None, None, None);
+                let denial = gated.denial();
+                let label = gated.route.label;
+                ResponseFuture::answered(denial.into_response(
+                    &asked,
+                    &self.approvals.settings.metrics,
+                    label,
+                ))
+            }
+            Action::Confirm => {
+                let inner = self.take_inner();
+                ResponseFuture::working(confirm(gated, call, asked, inner))
+            }
+        }
+    }
+}
+
+/// A call that needs confirmation: redeem what it presents, or hold it and ask.
+async fn confirm<S>(gated: Gated, call: Call, asked: Asked, mut inner: S) -> Response<ResponseBody>
+where
+    S: Service<Request<Cleared>, Response = Response<ResponseBody>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let parts = &gated.judged.call;
+    let verdict = if parts.conflicting_tokens() {
+        Verdict::Answer(gated.reject(RefusalCode::Malformed, Some(channel_name::TOKEN)))
+    } else if let Some(token) = parts.presented_token().map(str::to_owned) {
+        redeem::redeem(&gated, call, &token, channel_name::TOKEN).await
+    } else if let Some(state) = gated
+        .stateless
+        .then(|| input_required::request_state(&call))
+        .flatten()
+    {
+        redeem::redeem(&gated, call, &state, channel_name::INPUT_REQUIRED).await
+    } else {
+        hold::hold(&gated, call).await
+    };
+    let metrics = gated.approvals.settings.metrics.clone();
+    let label = gated.route.label;
+    match verdict {
+        Verdict::Answer(answer) => answer.into_response(&asked, &metrics, label),
+        Verdict::Forward { call, audit, wrap } => {
+            let mut request = Request::from_parts(gated.parts, Cleared::call(call, gated.mirrored));
+            request.extensions_mut().insert(audit);
+            if let Some(wrap) = wrap {
+                request.extensions_mut().insert(wrap);
+            }
+            let Ok(response) = inner.call(request).await;
+            response
+        }
+        Verdict::Ask(pending) => {
+            metrics.record_request(label, asked.method, "asked");
+            elicitation::stream(gated, pending, inner)
+        }
+    }
+}

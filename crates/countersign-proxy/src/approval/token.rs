@@ -1,0 +1,62 @@
+//! The token channel: a held call is answered with a signed single-use confirmation token the
+//! model presents on the repeated call (redeemed in [`super::redeem`]).
+
+use countersign_policy::Method;
+use http::StatusCode;
+use serde_json::Value;
+
+use super::answer::Answer;
+use super::channel_name;
+use super::context::Gated;
+use super::results::{self, Held};
+use crate::wire::{CONFIRMATION_META, HELD_ERROR_CODE};
+
+/// The held answer, carrying a fresh token bound to this call.
+pub(super) fn hold(
+    gated: &Gated,
+    arguments: &Value,
+    ah: String,
+    ph: Option<String>,
+    preview: Option<&str>,
+) -> Answer {
+    let (claims, ttl) = gated.claims(ah, ph, channel_name::TOKEN);
+    let token = countersign_token::mint(&gated.approvals.settings.keyring, &claims);
+    gated.audit(
+        "decision",
+        "held",
+        Some(channel_name::TOKEN),
+        Some(&claims.jti),
+        Some(&claims.ah),
+    );
+    let mut summary = gated.summary();
+    if let Some(preview) = preview {
+        // Escaped with the rest of the summary when the result's text is written.
+        summary.push_str(&format!("\nPreview (dry run): {preview}"));
+    }
+    let held = Held {
+        token: &token,
+        tool: gated.target(),
+        upstream: gated.upstream(),
+        risk: gated.judged.decision.risk.as_str(),
+        rule: &gated.judged.decision.rule,
+        summary: &summary,
+        arguments,
+        expires_in_secs: ttl,
+        token_as_argument: gated.judged.call.token_argument_is_ours,
+    };
+    match gated.method() {
+        Method::ToolsCall => Answer::Result(results::held(&held, gated.has_output_schema())),
+        Method::PromptsGet | Method::ResourcesRead => {
+            let result = results::held(&held, true);
+            Answer::Error {
+                status: StatusCode::OK,
+                code: HELD_ERROR_CODE,
+                message: result["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                data: result["_meta"][CONFIRMATION_META].clone(),
+            }
+        }
+    }
+}

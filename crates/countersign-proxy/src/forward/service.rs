@@ -1,0 +1,123 @@
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use countersign_jsonrpc::message::{Message, Payload, RequestId};
+use http::{Method, Request, Response};
+use tower::Service;
+
+use crate::approval::Cleared;
+use crate::audit::ForwardOutcome;
+use crate::body::ResponseBody;
+use crate::clock::Clock;
+use crate::error::ProxyError;
+use crate::future::ResponseFuture;
+use crate::metrics::{ProxyMetrics, method_label};
+use crate::relay::{WatchResponses, relay};
+use crate::route::Route;
+use crate::upstream::upstream_request;
+
+/// Forwards cleared requests to their route's upstream.
+#[derive(Debug, Clone)]
+pub struct Forwarder {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    watch: Arc<dyn WatchResponses>,
+    metrics: ProxyMetrics,
+    clock: Arc<dyn Clock>,
+    max_sse_event_bytes: usize,
+}
+
+impl Forwarder {
+    pub fn new(
+        watch: Arc<dyn WatchResponses>,
+        metrics: ProxyMetrics,
+        clock: Arc<dyn Clock>,
+        max_sse_event_bytes: usize,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                watch,
+                metrics,
+                clock,
+                max_sse_event_bytes,
+            }),
+        }
+    }
+}
+
+impl Service<Request<Cleared>> for Forwarder {
+    type Response = Response<ResponseBody>;
+    type Error = Infallible;
+    type Future = ResponseFuture<std::future::Ready<Result<Response<ResponseBody>, Infallible>>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Cleared>) -> Self::Future {
+        let shared = self.shared.clone();
+        ResponseFuture::working(async move { shared.forward(request).await })
+    }
+}
+
+impl Shared {
+    async fn forward(&self, request: Request<Cleared>) -> Response<ResponseBody> {
+        let (parts, cleared) = request.into_parts();
+        let Some(route) = parts.extensions.get::<Route>() else {
+            return ProxyError::Internal("request reached the forwarder without a route".into())
+                .into_response(None);
+        };
+        let (method, id) = labels(&parts.method, cleared.payload());
+        let upstream_request = upstream_request(
+            &route.upstream,
+            parts.method.clone(),
+            &parts.headers,
+            cleared.to_bytes(),
+            cleared.mirrored(),
+        );
+        // Every relayed response is watched, so the catalog never trusts a listing the
+        // upstream itself declared outdated.
+        let observer = self.watch.watch(route, &parts, cleared.payload());
+        let relayed = relay(
+            route,
+            upstream_request,
+            &self.metrics,
+            self.clock.as_ref(),
+            self.max_sse_event_bytes,
+            observer,
+        )
+        .await;
+        match relayed {
+            Ok(mut response) => {
+                self.metrics
+                    .record_request(route.label, method, "forwarded");
+                response
+                    .extensions_mut()
+                    .insert(ForwardOutcome("forwarded"));
+                response
+            }
+            Err(error) => {
+                let outcome = ForwardOutcome(error.outcome());
+                let mut response = error.answer(id.as_ref(), &self.metrics, route.label, method);
+                response.extensions_mut().insert(outcome);
+                response
+            }
+        }
+    }
+}
+
+/// The metric label and the id to answer an upstream failure with.
+fn labels(method: &Method, payload: Option<&Payload>) -> (&'static str, Option<RequestId>) {
+    match payload {
+        Some(Payload::Single(Message::Request(r))) => (method_label(&r.method), Some(r.id.clone())),
+        Some(Payload::Single(Message::Notification(n))) => (method_label(&n.method), None),
+        Some(Payload::Single(Message::Response(_))) => ("response", None),
+        Some(Payload::Batch(_)) => ("batch", None),
+        None if method == Method::GET => ("GET", None),
+        None => ("DELETE", None),
+    }
+}

@@ -1,0 +1,31 @@
+//! Body read and the one strict parse: `Request<Incoming>` becomes `Request<Parsed>`.
+//!
+//! This is where the client's bytes end. The body is read within the size limit and the
+//! whole-body deadline, parsed once by the strict parser (duplicate keys, lone surrogates,
+//! depth and the rest are refused), and the envelope and 2026-07-28 mirrored headers are
+//! checked. Every layer below sees only the parsed value, so what is classified, approved and
+//! forwarded is one value; nothing downstream can reach the raw body.
+//!
+//! ```ignore
+//! let service = tower::ServiceBuilder::new()
+//!     .layer(ParseLayer::new(limits, metrics))
+//!     .service(inner); // a Service<Request<Parsed>>
+//! ```
+
+mod inspect;
+mod layer;
+mod service;
+
+pub use inspect::{InspectedPost, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, inspect_post};
+pub use layer::ParseLayer;
+pub use service::Parse;
+
+/// The body of every request past the parse layer.
+#[derive(Debug)]
+pub enum Parsed {
+    /// A POST body after the one strict parse.
+    Message(InspectedPost),
+    /// GET and DELETE: MCP endpoints take no body with them, so whatever a client sent is
+    /// dropped unread.
+    NoBody,
+}

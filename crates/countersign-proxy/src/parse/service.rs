@@ -1,0 +1,76 @@
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Method, Request, Response};
+use http_body::Body;
+use tower::Service;
+
+use super::Parsed;
+use super::inspect::inspect_post;
+use crate::body::{BoxError, ResponseBody, collect_limited};
+use crate::config::Limits;
+use crate::error::ProxyError;
+use crate::future::ResponseFuture;
+use crate::metrics::ProxyMetrics;
+use crate::route::Route;
+
+/// Reads and parses POST bodies; see the [module docs](super).
+#[derive(Debug, Clone)]
+pub struct Parse<S> {
+    pub(super) inner: S,
+    pub(super) limits: Limits,
+    pub(super) metrics: ProxyMetrics,
+}
+
+impl<S, B> Service<Request<B>> for Parse<S>
+where
+    S: Service<Request<Parsed>, Response = Response<ResponseBody>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<ResponseBody>;
+    type Error = Infallible;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if request.method() != Method::POST {
+            return ResponseFuture::inner(self.inner.call(request.map(|_| Parsed::NoBody)));
+        }
+        // The ready service goes into the future; a fresh clone stays behind (tower's rule for
+        // services called from a future).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let (limits, metrics) = (self.limits.clone(), self.metrics.clone());
+        ResponseFuture::working(async move {
+            let (parts, body) = request.into_parts();
+            let label = parts.extensions.get::<Route>().map_or("none", |r| r.label);
+            let refuse = |error: ProxyError, id| error.answer(id, &metrics, label, "POST");
+            let bytes =
+                match collect_limited(body, limits.max_body_bytes.get(), limits.body_timeout).await
+                {
+                    Ok(bytes) => bytes,
+                    Err(error) => return refuse(error, None),
+                };
+            let inspected = match inspect_post(&parts.headers, &bytes, limits.max_json_depth.get())
+            {
+                Ok(inspected) => inspected,
+                Err((error, id)) => return refuse(error, id.as_ref()),
+            };
+            drop(bytes);
+            let request = Request::from_parts(parts, Parsed::Message(inspected));
+            match inner.call(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        })
+    }
+}

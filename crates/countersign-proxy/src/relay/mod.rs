@@ -1,0 +1,113 @@
+//! Relays an upstream's answer to the client: Server-Sent Events streamed event by event
+//! ([`SseRelay`]), anything else buffered up to the upstream's response limit. Every message
+//! passes a [`MessageObserver`] on its way, which is how the gateway's response edits and
+//! catalog watching see upstream traffic without the relay knowing anything about them.
+
+mod sse;
+
+pub use sse::SseRelay;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+
+use crate::body::{ResponseBody, full};
+use crate::clock::Clock;
+use crate::config::Upstream;
+use crate::error::ProxyError;
+use crate::metrics::ProxyMetrics;
+use crate::route::RouteTarget;
+use crate::upstream::{connection_tokens, is_event_stream, is_not_returned};
+
+/// Watches, and may edit, the messages of one relayed response.
+pub trait MessageObserver: Send {
+    /// Sees one upstream message (a JSON body, or one SSE event's data); returns its
+    /// replacement when it edited it.
+    fn observe(&mut self, message: &[u8]) -> Option<Vec<u8>>;
+}
+
+/// The observer of one response.
+pub type Observer = Box<dyn MessageObserver>;
+
+/// Picks the observer for the response to each forwarded request.
+pub trait WatchResponses: Send + Sync + std::fmt::Debug {
+    /// `payload` is the forwarded message (`None` for GET and DELETE).
+    fn watch(
+        &self,
+        route: &RouteTarget,
+        request: &http::request::Parts,
+        payload: Option<&countersign_jsonrpc::message::Payload>,
+    ) -> Option<Observer>;
+}
+
+/// Sends `request` upstream and relays the answer.
+pub async fn relay(
+    route: &RouteTarget,
+    request: Request<Full<Bytes>>,
+    metrics: &ProxyMetrics,
+    clock: &dyn Clock,
+    max_sse_event_bytes: usize,
+    mut observer: Option<Observer>,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    let upstream = &route.upstream;
+    let started = clock.now();
+    let response = route.client.send(upstream, request).await?;
+    metrics.observe_upstream_latency(route.label, clock.now().duration_since(started));
+
+    let (mut parts, body) = response.into_parts();
+    let listed_in_connection = connection_tokens(&parts.headers);
+    let returned: Vec<_> = parts
+        .headers
+        .keys()
+        .filter(|name| is_not_returned(name) || listed_in_connection.contains(name))
+        .cloned()
+        .collect();
+    for name in returned {
+        parts.headers.remove(name);
+    }
+
+    let body = if is_event_stream(&parts.headers) {
+        // Proxies in front of the gateway must not buffer the stream either.
+        parts.headers.insert(
+            HeaderName::from_static("x-accel-buffering"),
+            HeaderValue::from_static("no"),
+        );
+        let guard = metrics.stream_opened(route.label);
+        SseRelay::new(body, max_sse_event_bytes, guard, observer).boxed_unsync()
+    } else {
+        let bytes = buffer(upstream, body).await?;
+        match observer.as_mut().and_then(|o| o.observe(&bytes)) {
+            Some(edited) => full(edited),
+            None => full(bytes),
+        }
+    };
+    Ok(Response::from_parts(parts, body))
+}
+
+async fn buffer(upstream: &Upstream, body: Incoming) -> Result<Bytes, ProxyError> {
+    let limit = upstream.max_response_bytes.get();
+    let collected = tokio::time::timeout(
+        upstream.response_timeout,
+        Limited::new(body, limit).collect(),
+    )
+    .await
+    .map_err(|_| ProxyError::UpstreamTimeout {
+        upstream: upstream.name.clone(),
+        timeout: upstream.response_timeout,
+    })?;
+    match collected {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) => match error.downcast::<hyper::Error>() {
+            Ok(source) => Err(ProxyError::UpstreamBody {
+                upstream: upstream.name.clone(),
+                source: *source,
+            }),
+            Err(_) => Err(ProxyError::UpstreamResponseTooLarge {
+                upstream: upstream.name.clone(),
+                limit,
+            }),
+        },
+    }
+}
