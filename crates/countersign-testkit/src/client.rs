@@ -123,3 +123,36 @@ where
         }
     }
 }
+
+/// An open `text/event-stream` response, read one `data:` message at a time.
+#[derive(Debug)]
+pub struct SseStream {
+    body: Incoming,
+    pending: String,
+}
+
+impl SseStream {
+    /// Takes over `response`'s body; panics unless it is an event stream.
+    pub fn new(response: http::Response<Incoming>) -> Self {
+        let content_type = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            content_type.starts_with("text/event-stream"),
+            "expected an SSE response, got {} with content-type {content_type:?}",
+            response.status()
+        );
+        Self {
+            body: response.into_body(),
+            pending: String::new(),
+        }
+    }
+
+    /// The next `data:` message as JSON (see [`next_sse_message`]).
+    pub async fn next_message(&mut self) -> serde_json::Value {
+        next_sse_message(&mut self.body, &mut self.pending).await
+    }
+}

@@ -1,4 +1,5 @@
-//! Test doubles for countersign: a recording fake MCP upstream and a raw HTTP/1.1 client.
+//! Test doubles for countersign: a recording fake MCP upstream (and a scripted MCP server to put
+//! behind it, see [`mcp`]), a raw HTTP/1.1 client, and an SSE reader.
 //!
 //! A dev-dependency only. Most security tests read "send X through the gateway; assert the fake
 //! upstream recorded nothing (or exactly Y)", so the upstream records every request it receives.
@@ -6,10 +7,11 @@
 #![forbid(unsafe_code)]
 
 mod client;
+pub mod mcp;
 mod raw;
 mod upstream;
 
-pub use client::{Collected, TestClient, collect, next_sse_message};
+pub use client::{Collected, SseStream, TestClient, collect, next_sse_message};
 pub use raw::{RawResponse, raw_request};
 pub use upstream::{RecordedRequest, RecordingUpstream, Reply};
 

@@ -184,6 +184,29 @@ impl RecordingUpstream {
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.recorded.lock().expect("recording lock").clone()
     }
+
+    /// Every JSON-RPC message received so far, in order, with batches flattened into their
+    /// members. Bodies that are not JSON are left out.
+    pub fn messages(&self) -> Vec<serde_json::Value> {
+        self.requests()
+            .iter()
+            .filter_map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok())
+            .flat_map(|body| match body {
+                serde_json::Value::Array(members) => members,
+                single => vec![single],
+            })
+            .collect()
+    }
+
+    /// The `params` of every `tools/call` received so far, in order: requests, id-less
+    /// (notification-shaped) ones and batch members alike. "Nothing ran" is this being empty.
+    pub fn tool_calls(&self) -> Vec<serde_json::Value> {
+        self.messages()
+            .into_iter()
+            .filter(|m| m.get("method").and_then(serde_json::Value::as_str) == Some("tools/call"))
+            .map(|m| m.get("params").cloned().unwrap_or(serde_json::Value::Null))
+            .collect()
+    }
 }
 
 async fn answer(
