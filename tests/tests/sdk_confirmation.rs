@@ -1,4 +1,4 @@
-//! The confirmation-token channel (DESIGN.md §6–§7) driven by real MCP SDK clients through the
+//! The confirmation-token channel (docs/confirmation-token.md and docs/wire-formats.md) driven by real MCP SDK clients through the
 //! real gateway with its default policy, in front of a real Python SDK upstream: a risky call is
 //! held, redeemed once with its token (in the arguments or in `_meta`), and every misuse — replay,
 //! changed arguments, another tool, a forged signature, a model-written `confirm` flag, another

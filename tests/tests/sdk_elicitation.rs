@@ -1,4 +1,4 @@
-//! The approval channels that ask a person (DESIGN.md §7): `elicitation/create` on the held
+//! The approval channels that ask a person (docs/wire-formats.md): `elicitation/create` on the held
 //! call's own SSE stream (2025-06-18+ sessions) and `input_required` (2026-07-28), driven by real
 //! MCP SDK clients through the real gateway (default policy) in front of a real Python SDK
 //! upstream whose `confirm_delete` then asks its own question. What the person was shown and

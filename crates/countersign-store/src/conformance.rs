@@ -1,5 +1,5 @@
 //! The behaviour every backend must show, written once and run against each of them
-//! (STYLE.md: one shared conformance suite).
+//! (one shared conformance suite for every backend).
 //!
 //! Each check panics with a description on failure, so a backend's test is just
 //! `conformance::run_all(store).await`. Keys are unique per call, so the suite can run against
@@ -158,7 +158,7 @@ pub async fn jtis_are_compared_exactly(store: &dyn ReplayStore) {
     }
 }
 
-/// DESIGN.md §6 single use under contention: many simultaneous redemptions, one winner.
+/// docs/confirmation-token.md single use under contention: many simultaneous redemptions, one winner.
 pub async fn concurrent_consumes_of_one_jti_yield_exactly_one_first(store: Arc<dyn ReplayStore>) {
     let jti: Arc<str> = Arc::from(unique_key("race"));
     let expiry = far_expiry_ms();

@@ -1,9 +1,9 @@
 //! countersign-store owns the state confirmations share across requests and replicas:
 //!
 //! - [`ReplayStore`]: single-use consumption of token ids (`jti`), the last check before a
-//!   confirmed call is forwarded (DESIGN.md §6);
+//!   confirmed call is forwarded (docs/confirmation-token.md);
 //! - [`AnswerHandover`]: passing a human's elicitation answer from the request that received
-//!   it to the request holding the call (DESIGN.md §7);
+//!   it to the request holding the call (docs/wire-formats.md);
 //! - the in-memory backends ([`MemoryReplayStore`], [`MemoryAnswerHandover`]), the Redis
 //!   backends (`RedisReplayStore`, `RedisAnswerHandover`, feature `redis`, on by default) and
 //!   the [`conformance`] suite every backend, in-memory or Redis, must pass.

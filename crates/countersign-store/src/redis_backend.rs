@@ -1,4 +1,4 @@
-//! The Redis backends: what replicas behind one load balancer share (DESIGN.md §1).
+//! The Redis backends: what replicas behind one load balancer share (the README's Several replicas section).
 //!
 //! Everything here fails closed. A command that errors, or does not answer within the
 //! configured timeout, becomes a [`StoreError`]; nothing is retried behind the caller's back,

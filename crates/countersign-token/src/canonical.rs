@@ -2,7 +2,7 @@
 //!
 //! The confirmation token binds the *meaning* of a call's arguments, so that a client may
 //! re-order keys, re-indent or re-escape them between the two phases and still match, while any
-//! semantic change breaks the binding (threats.md §3.3). Three pieces make that safe:
+//! semantic change breaks the binding. Three pieces make that safe:
 //!
 //! - [`canonicalize`] produces the RFC 8785 bytes: object keys sorted by UTF-16 code units,
 //!   strings with the minimal JCS escapes, numbers printed as ECMAScript
@@ -34,7 +34,7 @@ pub const MAX_DEPTH: usize = 128;
 /// The largest integer every JSON implementation represents exactly (2^53 − 1).
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
-/// The tool-definition members the definition hash covers (DESIGN.md §4).
+/// The tool-definition members the definition hash covers (docs/classification.md).
 const DEFINITION_MEMBERS: [&str; 5] = [
     "name",
     "description",
@@ -343,7 +343,7 @@ pub fn canonical_number(text: &str) -> Result<String, CanonicalError> {
 /// Refuses every number that is not finite or whose magnitude exceeds 2^53 − 1.
 ///
 /// Every double of magnitude ≥ 2^53 is an integer, and at that size neighbouring integers
-/// share a double: `9007199254740993` and `9007199254740992` would hash alike (threats.md §3.3).
+/// share a double: `9007199254740993` and `9007199254740992` would hash alike.
 /// So "integral and beyond ±(2^53−1)" and "beyond ±(2^53−1)" are the same test: `1e300` and
 /// `9007199254740993.5` are refused too, while fractions of any precision below the limit are
 /// accepted (they are forwarded in their canonical form, so what runs is what was hashed).
@@ -427,7 +427,7 @@ fn normalize(value: &mut Value, depth: usize) -> Result<(), CanonicalError> {
 ///   skipped the name on its own would leave a tool's own `confirmationToken` argument unbound.
 /// - `Value::Null` stands for absent arguments and is hashed as `{}`, which is what an MCP
 ///   server reads either way.
-/// - Unsafe numbers are refused ([`check_safe_numbers`]): DESIGN.md §6 refuses them in the
+/// - Unsafe numbers are refused ([`check_safe_numbers`]): docs/confirmation-token.md refuses them in the
 ///   arguments of every call that needs confirmation, and those are exactly the hashed ones.
 pub fn arguments_hash(arguments: &Value) -> Result<String, CanonicalError> {
     let mut writer = Writer::new(true);

@@ -2,8 +2,8 @@
 //!
 //! - [`canonical`]: RFC 8785 canonical JSON, the safe-number rule, the arguments hash (`ah`)
 //!   and the tool-definition hash (`tdh`);
-//! - [`token`]: the keyring, the `mcp_cf_…` format of DESIGN.md §6, minting, verification and
-//!   the binding checks, with the DESIGN.md §7 refusal codes.
+//! - [`token`]: the keyring, the `mcp_cf_…` format of docs/confirmation-token.md, minting, verification and
+//!   the binding checks, with the docs/wire-formats.md refusal codes.
 //!
 //! It is pure computation: it must not import tokio, touch files, read the environment or
 //! keep a clock. Callers pass the current time and the key specification in, so every check is
@@ -27,7 +27,7 @@ pub use token::{
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
 /// base64url without padding, decoding strictly: padding and non-canonical trailing bits are
-/// refused, so every byte string has exactly one accepted encoding (threats.md §3.4).
+/// refused, so every byte string has exactly one accepted encoding.
 const B64URL: GeneralPurpose = GeneralPurpose::new(
     &base64::alphabet::URL_SAFE,
     GeneralPurposeConfig::new()

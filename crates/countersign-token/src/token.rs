@@ -1,4 +1,4 @@
-//! The confirmation token of DESIGN.md §6:
+//! The confirmation token of docs/confirmation-token.md:
 //!
 //! ```text
 //! mcp_cf_<b64url(header)>.<b64url(claims)>.<b64url(tag)>
@@ -44,7 +44,7 @@ pub const TYP: &str = "MCP+CONFIRM";
 /// The claims format version this crate mints and accepts.
 pub const CLAIMS_VERSION: u32 = 1;
 
-/// Clock skew tolerated on `iat` and `exp` (DESIGN.md §6).
+/// Clock skew tolerated on `iat` and `exp` (docs/confirmation-token.md).
 pub const DEFAULT_LEEWAY_SECS: u64 = 60;
 
 /// Default cap on `exp - iat`: the default `token_ttl` (5 minutes).
@@ -105,7 +105,7 @@ pub struct Claims {
     pub exp: u64,
     /// 128-bit random id, consumed once by the replay store ([`new_jti`]).
     pub jti: String,
-    /// An upstream's own `requestState`, wrapped so it round-trips byte-exact (DESIGN.md §7).
+    /// An upstream's own `requestState`, wrapped so it round-trips byte-exact (docs/wire-formats.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub st: Option<String>,
 }
@@ -129,7 +129,7 @@ impl Default for VerifyRules {
     }
 }
 
-/// Why a token was refused. [`TokenRejection::code`] is the DESIGN.md §7 refusal code.
+/// Why a token was refused. [`TokenRejection::code`] is the docs/wire-formats.md refusal code.
 ///
 /// Variants carry no detail on purpose: the reason goes to the client, and a finer-grained
 /// reason for a forged token would only help the forger.
@@ -169,7 +169,7 @@ pub enum TokenRejection {
 }
 
 impl TokenRejection {
-    /// The refusal `code` of DESIGN.md §7.
+    /// The refusal `code` of docs/wire-formats.md.
     pub fn code(&self) -> &'static str {
         match self {
             Self::Malformed => "malformed",
@@ -267,7 +267,7 @@ pub fn verify(
     if claims.v != CLAIMS_VERSION {
         return Err(TokenRejection::Malformed);
     }
-    // The verifier caps the lifetime whatever the token says (threats.md §3.6).
+    // The verifier caps the lifetime whatever the token says.
     match claims.exp.checked_sub(claims.iat) {
         Some(ttl) if ttl <= rules.max_ttl_secs => {}
         _ => return Err(TokenRejection::Malformed),

@@ -41,12 +41,12 @@ const PEER = "typescript-sdk";
 // Unsolicited notifications (GET stream) are awaited this long after a call that should cause one.
 const NOTIFICATION_WAIT_MS = 5000;
 const CALL_TIMEOUT_MS = 120000;
-// The gateway's confirmation flow (countersign DESIGN.md §7).
+// The gateway's confirmation flow (docs/wire-formats.md).
 const CONFIRMATION_META = "countersign/confirmation";
 const TOKEN_META = "countersign/confirmationToken";
 const TOKEN_ARGUMENT = "confirmationToken";
 const SCRIPTS = ["session", "call", "confirm", "confirm-cross-session", "elicit"];
-// The gateway's own approval question (countersign DESIGN.md §7): recognised by its one
+// The gateway's own approval question (docs/wire-formats.md): recognised by its one
 // boolean field, or by how its message starts.
 const GATEWAY_FIELD = "approve";
 const GATEWAY_MESSAGE_PREFIX = "An assistant wants to run a tool that needs your approval";

@@ -70,12 +70,12 @@ CLIENT_INFO = types.Implementation(name="countersign-e2e-python", version="1.0.0
 # Unsolicited notifications (GET stream) are awaited this long after a call that should cause one.
 NOTIFICATION_WAIT_SECONDS = 5.0
 CALL_TIMEOUT_SECONDS = 120.0
-# The gateway's confirmation flow (countersign DESIGN.md §7).
+# The gateway's confirmation flow (docs/wire-formats.md).
 CONFIRMATION_META = "countersign/confirmation"
 TOKEN_META = "countersign/confirmationToken"
 TOKEN_ARGUMENT = "confirmationToken"
 CONFIRM_SCRIPTS = ("confirm", "confirm-cross-session")
-# The gateway's own approval question (countersign DESIGN.md §7): recognised by its one
+# The gateway's own approval question (docs/wire-formats.md): recognised by its one
 # boolean field, or by how its message starts.
 GATEWAY_FIELD = "approve"
 GATEWAY_MESSAGE_PREFIX = "An assistant wants to run a tool that needs your approval"

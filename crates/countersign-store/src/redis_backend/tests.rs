@@ -364,7 +364,7 @@ async fn unexpected_set_replies_refuse() {
     );
 }
 
-/// DESIGN.md §6 across replicas: 1000 jtis, each raced by 10 simultaneous consumes spread
+/// docs/confirmation-token.md across replicas: 1000 jtis, each raced by 10 simultaneous consumes spread
 /// over 3 separate stores. 50 jtis race at a time, so a slow CI machine measures contention
 /// on each jti rather than the length of one 10 000-command queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -186,7 +186,7 @@ fn nul_and_controls_survive_canonicalization_escaped() {
     assert_eq!(canonical_text(r#"{"a":"x\u0000y"}"#), r#"{"a":"x\u0000y"}"#);
 }
 
-// ---- threats.md §3.3 cases ---------------------------------------------------------------
+// ---- number canonicalization pitfalls ---------------------------------------------------------------
 
 #[test]
 fn integer_beyond_2_pow_53_is_refused_with_its_path() {

@@ -13,7 +13,7 @@ use sha2::Sha256;
 use super::{ALG, Header, MAC_DOMAIN, TYP};
 use crate::B64URL;
 
-/// Shorter keys are refused: HMAC-SHA256 wants at least its output size (threats.md §3.5).
+/// Shorter keys are refused: HMAC-SHA256 wants at least its output size.
 pub const MIN_KEY_BYTES: usize = 32;
 
 /// Longest accepted key id.
@@ -57,7 +57,7 @@ pub enum KeyringError {
 
 /// Signing and verification keys by `kid`.
 ///
-/// Rotation (threats.md §3.5): distribute `k2:…,k1:…` to every replica with `k1` still first,
+/// Rotation: distribute `k2:…,k1:…` to every replica with `k1` still first,
 /// then swap the order so `k2` signs, and drop `k1` once every `k1` token has expired. Only
 /// keyed HMAC states are kept, not the raw key bytes, and `Debug` shows key ids only.
 #[derive(Clone)]

@@ -1,4 +1,4 @@
-//! A real `redis-server` per test, on a free port, killed on drop (STYLE.md: no fixed ports,
+//! A real `redis-server` per test, on a free port, killed on drop (no fixed ports,
 //! tests that need Redis start their own).
 
 use std::path::PathBuf;
