@@ -303,8 +303,9 @@ impl RawConfig {
             "off" => None,
             addr => Some(parse_addr(addr, "admin")?),
         };
+        // Port 0 asks the system for a free port, so two of them never collide.
         ensure!(
-            admin != Some(listen),
+            admin != Some(listen) || listen.port() == 0,
             "admin and listen must be different addresses"
         );
         let log_format = match self.log_format.as_deref().unwrap_or("text") {

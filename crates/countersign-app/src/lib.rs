@@ -63,7 +63,7 @@ impl RunningGateway {
             .context("reading the MCP listener address")?;
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
 
-        let mut registry = Registry::with_prefix("");
+        let mut registry = Registry::default();
         let metrics = ProxyMetrics::register(&mut registry);
         let gateway = build_gateway(&config, metrics).await?;
         let reloader = config

@@ -339,3 +339,46 @@ async fn oversized_upstream_response_is_refused_with_502() {
             .contains("larger than")
     );
 }
+
+#[tokio::test]
+async fn metrics_are_exposed_under_their_documented_names() {
+    let upstream = RecordingUpstream::with_responder(|_| {
+        Reply::json(200, json!({"jsonrpc":"2.0","id":1,"result":{"tools":[]}}))
+    })
+    .await;
+    let yaml = format!(
+        "listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\naudit: {{ path: 'off' }}\npolicy: {}\nupstreams:\n  - name: store\n    url: {}\n",
+        common::policy_path("allow-all.yaml").display(),
+        upstream.url()
+    );
+    let h = Harness::from_yaml(upstream, &yaml).await;
+    let listed = TestClient::default()
+        .post_json(&h.url(), &[], TOOLS_LIST)
+        .await;
+    assert_eq!(listed.status, 200);
+
+    let admin = h.gateway.admin_addr.expect("admin listener");
+    let scraped = collect(
+        TestClient::default()
+            .send(
+                Method::GET,
+                &format!("http://{admin}/metrics"),
+                &[],
+                Bytes::new(),
+            )
+            .await,
+    )
+    .await;
+    let text = scraped.text();
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("countersign_requests_total{")
+                && line.contains("method=\"tools/list\"")
+                && line.contains("outcome=\"forwarded\"")),
+        "{text}"
+    );
+    assert!(
+        text.contains("countersign_upstream_response_seconds"),
+        "{text}"
+    );
+}
