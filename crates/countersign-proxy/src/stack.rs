@@ -5,19 +5,18 @@ use std::sync::Arc;
 
 use countersign_store::PinShare;
 use tower::ServiceBuilder;
-use tower::util::BoxCloneSyncService;
 
-use crate::approval::{ApprovalLayer, ApprovalSettings, Approvals};
-use crate::audit::AuditLayer;
+use crate::approval::{ApprovalLayer, ApprovalSettings, Approvals, Approve};
+use crate::audit::{AuditLayer, AuditOutcomes};
 use crate::catalog::CatalogSync;
-use crate::classify::ClassifyLayer;
+use crate::classify::{Classify, ClassifyLayer};
 use crate::config::ProxyConfig;
 use crate::edits::ResponseEdits;
 use crate::forward::Forwarder;
-use crate::hardening::{HardeningLayer, HardeningRules};
-use crate::identity::{Identity, IdentityLayer};
+use crate::hardening::{Hardening, HardeningLayer, HardeningRules};
+use crate::identity::{Identify, Identity, IdentityLayer};
 use crate::metrics::ProxyMetrics;
-use crate::parse::ParseLayer;
+use crate::parse::{Parse, ParseLayer};
 use crate::route::{Route, RouteTarget};
 use crate::state::{CatalogState, PolicyHandle};
 use crate::upstream::UpstreamClient;
@@ -34,12 +33,8 @@ pub struct Gateway {
     pub metrics: ProxyMetrics,
 }
 
-/// The full service for one listener.
-pub type GatewayService = BoxCloneSyncService<
-    http::Request<hyper::body::Incoming>,
-    http::Response<crate::body::ResponseBody>,
-    std::convert::Infallible,
->;
+/// The full service for one listener: the layers of [`gateway_service`], outermost first.
+pub type GatewayService = Hardening<Parse<Identify<Classify<Approve<AuditOutcomes<Forwarder>>>>>>;
 
 /// Builds the request path for `config`.
 pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService {
@@ -68,7 +63,7 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
         metrics: metrics.clone(),
     };
 
-    let stack = ServiceBuilder::new()
+    ServiceBuilder::new()
         // Framing, routing, Host and Origin checks come first: nothing may read the body of a
         // request that is smuggled, misrouted, or sent by a foreign page.
         .layer(HardeningLayer::new(Arc::new(hardening)))
@@ -88,8 +83,7 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
             metrics,
             clock,
             max_event_bytes,
-        ));
-    BoxCloneSyncService::new(stack)
+        ))
 }
 
 /// Upstream names become `'static` metric labels once, at start-up, so recording a request

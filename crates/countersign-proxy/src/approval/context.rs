@@ -178,6 +178,27 @@ impl Gated {
         (claims, ttl)
     }
 
+    /// Mints the signed artefact of a held call for channel `ch` and records the decision
+    /// (`outcome`); returns it with its lifetime in seconds.
+    pub(super) fn issue(
+        &self,
+        ah: String,
+        ph: Option<String>,
+        ch: &'static str,
+        outcome: &str,
+    ) -> (String, u64) {
+        let (claims, ttl) = self.claims(ah, ph, ch);
+        let minted = countersign_token::mint(&self.approvals.settings.keyring, &claims);
+        self.audit(
+            "decision",
+            outcome,
+            Some(ch),
+            Some(&claims.jti),
+            Some(&claims.ah),
+        );
+        (minted, ttl)
+    }
+
     /// What the audit layer writes the outcome line from.
     pub(super) fn call_audit(
         &self,

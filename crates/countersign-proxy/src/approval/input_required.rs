@@ -25,15 +25,7 @@ pub(super) fn ask(
     ph: Option<String>,
     preview: Option<&str>,
 ) -> Answer {
-    let (claims, _) = gated.claims(ah, ph, channel_name::INPUT_REQUIRED);
-    let state = mint(&gated.approvals.settings.keyring, &claims);
-    gated.audit(
-        "decision",
-        "asked",
-        Some(channel_name::INPUT_REQUIRED),
-        Some(&claims.jti),
-        Some(&claims.ah),
-    );
+    let (state, _) = gated.issue(ah, ph, channel_name::INPUT_REQUIRED, "asked");
     let question = gated.question(arguments, preview);
     Answer::Result(json!({
         "resultType": "input_required",

@@ -19,15 +19,7 @@ pub(super) fn hold(
     ph: Option<String>,
     preview: Option<&str>,
 ) -> Answer {
-    let (claims, ttl) = gated.claims(ah, ph, channel_name::TOKEN);
-    let token = countersign_token::mint(&gated.approvals.settings.keyring, &claims);
-    gated.audit(
-        "decision",
-        "held",
-        Some(channel_name::TOKEN),
-        Some(&claims.jti),
-        Some(&claims.ah),
-    );
+    let (token, ttl) = gated.issue(ah, ph, channel_name::TOKEN, "held");
     let mut summary = gated.summary();
     if let Some(preview) = preview {
         // Escaped with the rest of the summary when the result's text is written.
