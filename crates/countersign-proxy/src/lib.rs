@@ -32,6 +32,9 @@ pub mod state;
 pub mod upstream;
 pub mod wire;
 
+#[cfg(test)]
+mod testing;
+
 pub use config::ProxyConfig;
 pub use metrics::ProxyMetrics;
 pub use server::serve;

@@ -2,6 +2,15 @@
 //! key of the gateway's question, its request-id prefix, and its own JSON-RPC error codes.
 //! Kept apart so the layers that read them and the edits that advertise them share one spelling.
 
+use http::HeaderName;
+
+/// `MCP-Protocol-Version`, on every request after `initialize`.
+pub const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// MCP 2026-07-28 `Mcp-Method`: mirrors the body's method for load balancers.
+pub const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+/// MCP 2026-07-28 `Mcp-Name`: mirrors the body's tool, prompt or resource name.
+pub const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+
 /// The argument name clients use to present a confirmation token, for tools that do not
 /// declare an argument of that name themselves.
 pub const TOKEN_ARGUMENT: &str = "confirmationToken";

@@ -29,6 +29,13 @@ impl Cleared {
         Self::passed(Payload::Single(Message::Request(call)), mirrored)
     }
 
+    /// A payload as if the approval layer had let it through. Exists only for the forwarder's
+    /// unit tests, which test forwarding alone; everything else gets a `Cleared` from approval.
+    #[cfg(test)]
+    pub(crate) fn for_tests(payload: Payload) -> Self {
+        Self::passed(payload, Vec::new())
+    }
+
     /// GET and DELETE, which carry no body.
     pub(super) fn no_body() -> Self {
         Self {

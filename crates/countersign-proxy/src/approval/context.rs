@@ -199,6 +199,18 @@ impl Gated {
         (minted, ttl)
     }
 
+    /// What audit lines about this call name.
+    pub(super) fn subject(&self) -> Subject<'_> {
+        Subject {
+            approvals: &self.approvals,
+            upstream: self.upstream(),
+            principal: &self.principal,
+            session: self.session.as_deref(),
+            judged: &self.judged,
+            started: self.started,
+        }
+    }
+
     /// What the audit layer writes the outcome line from.
     pub(super) fn call_audit(
         &self,
@@ -206,14 +218,65 @@ impl Gated {
         jti: Option<String>,
         args_hash: Option<String>,
     ) -> CallAudit {
+        self.subject().call_audit(channel, jti, args_hash)
+    }
+
+    /// Writes one audit line about this call.
+    pub(super) fn audit(
+        &self,
+        event: &'static str,
+        outcome: &str,
+        channel: Option<&str>,
+        jti: Option<&str>,
+        args_hash: Option<&str>,
+    ) {
+        self.subject()
+            .audit(event, outcome, channel, jti, args_hash);
+    }
+
+    /// Writes the outcome line of a call that ends here, refused, and returns the refusal.
+    pub(super) fn reject(&self, code: RefusalCode, channel: Option<&str>) -> Answer {
+        self.audit(
+            "outcome",
+            &format!("rejected:{}", code.as_str()),
+            channel,
+            None,
+            None,
+        );
+        self.refusal(code)
+    }
+}
+
+/// A gated call as the audit trail names it: who, where, what and how it was decided. Calls
+/// that go on without a hold (allowed ones, alone, as notifications or in a batch) are audited
+/// from this alone.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Subject<'a> {
+    pub(super) approvals: &'a Approvals,
+    pub(super) upstream: &'a str,
+    pub(super) principal: &'a Principal,
+    pub(super) session: Option<&'a str>,
+    pub(super) judged: &'a Judged,
+    pub(super) started: Instant,
+}
+
+impl Subject<'_> {
+    /// What the audit layer writes the outcome line from.
+    pub(super) fn call_audit(
+        &self,
+        channel: Option<&'static str>,
+        jti: Option<String>,
+        args_hash: Option<String>,
+    ) -> CallAudit {
+        let decision = &self.judged.decision;
         CallAudit {
             principal: self.principal.id.clone(),
-            session: self.session.clone(),
-            method: self.method().as_str(),
-            target: self.target().to_owned(),
-            risk: self.judged.decision.risk.as_str(),
-            rule: self.judged.decision.rule.clone(),
-            action: self.judged.decision.action.as_str(),
+            session: self.session.map(str::to_owned),
+            method: self.judged.call.method.as_str(),
+            target: self.judged.call.target.clone(),
+            risk: decision.risk.as_str(),
+            rule: decision.rule.clone(),
+            action: decision.action.as_str(),
             channel,
             jti,
             args_hash,
@@ -236,10 +299,10 @@ impl Gated {
             ts: timestamp(settings.clock.wall()),
             event,
             principal: &self.principal.id,
-            upstream: self.upstream(),
-            method: self.method().as_str(),
-            tool: self.target(),
-            session: self.session.as_deref(),
+            upstream: self.upstream,
+            method: self.judged.call.method.as_str(),
+            tool: &self.judged.call.target,
+            session: self.session,
             risk: Some(decision.risk.as_str()),
             rule: Some(&decision.rule),
             action: Some(decision.action.as_str()),
@@ -253,18 +316,6 @@ impl Gated {
                 .include_arguments()
                 .then_some(&self.judged.call.arguments),
         });
-    }
-
-    /// Writes the outcome line of a call that ends here, refused, and returns the refusal.
-    pub(super) fn reject(&self, code: RefusalCode, channel: Option<&str>) -> Answer {
-        self.audit(
-            "outcome",
-            &format!("rejected:{}", code.as_str()),
-            channel,
-            None,
-            None,
-        );
-        self.refusal(code)
     }
 }
 

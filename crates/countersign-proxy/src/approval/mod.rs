@@ -109,3 +109,6 @@ impl Approvals {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,9 +11,9 @@ use serde_json::{Map, Value, json};
 use super::answer::Answer;
 use super::context::Gated;
 use crate::catalog::stateless_meta;
-use crate::parse::{MCP_METHOD, MCP_NAME};
 use crate::upstream::{call as call_upstream, upstream_request};
 use crate::wire::REQUEST_ID_PREFIX;
+use crate::wire::{MCP_METHOD, MCP_NAME};
 
 /// The preview's text, `None` when the rule asks for none, or the answer to give instead.
 pub(super) async fn run(

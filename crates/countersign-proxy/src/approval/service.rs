@@ -11,16 +11,18 @@ use tower::Service;
 
 use super::answer::{Answer, Asked};
 use super::cleared::Cleared;
-use super::context::{Gated, Verdict};
+use super::context::{Gated, Subject, Verdict};
 use super::refusal::RefusalCode;
 use super::{Approvals, batch, channel_name, elicitation, hold, input_required, redeem};
+use crate::audit::CallAudit;
 use crate::body::ResponseBody;
 use crate::classify::{Classification, Judged};
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::identity::Caller;
-use crate::parse::{InspectedPost, MCP_PROTOCOL_VERSION, Parsed};
+use crate::parse::{InspectedPost, Parsed};
 use crate::route::Route;
+use crate::wire::MCP_PROTOCOL_VERSION;
 
 /// Lets through only what policy allows or a person approved; see the [module docs](super).
 #[derive(Debug, Clone)]
@@ -63,6 +65,7 @@ where
             .unwrap_or_default();
         let principal = parts.extensions.get::<Caller>().and_then(|c| c.0.clone());
         let asked = Asked::of(&post);
+        let stateless = asked.stateless;
         let InspectedPost {
             payload, mirrored, ..
         } = post;
@@ -70,7 +73,20 @@ where
         let metrics = self.approvals.settings.metrics.clone();
         match payload {
             Payload::Batch(messages) => match batch::judge(&messages, &classification) {
-                Ok(()) => self.pass(parts, Payload::Batch(messages), mirrored),
+                Ok(()) => {
+                    // Every gated call in it is allowed; each gets its decision and outcome line.
+                    let audits: Vec<CallAudit> = classification
+                        .calls
+                        .iter()
+                        .filter_map(|judged| {
+                            self.allowed(&parts, &route, principal.as_ref(), stateless, judged)
+                        })
+                        .collect();
+                    if !audits.is_empty() {
+                        parts.extensions.insert(audits);
+                    }
+                    self.pass(parts, Payload::Batch(messages), mirrored)
+                }
                 Err(error) => ResponseFuture::answered(
                     Answer::Refuse(error).into_response(&asked, &metrics, label),
                 ),
@@ -110,8 +126,16 @@ where
                     }
                     // A call sent as a notification cannot carry a held or refused result, so
                     // only a call the policy simply allows goes on.
-                    (Message::Notification(notification), Some(judged), _) => {
+                    (Message::Notification(mut notification), Some(judged), principal) => {
                         if judged.decision.action == Action::Allow {
+                            if let Some(audit) =
+                                self.allowed(&parts, &route, principal.as_ref(), stateless, &judged)
+                            {
+                                parts.extensions.insert(audit);
+                            }
+                            judged
+                                .call
+                                .strip_params(notification.params.as_mut(), false);
                             let payload = Payload::Single(Message::Notification(notification));
                             self.pass(parts, payload, mirrored)
                         } else {
@@ -147,6 +171,30 @@ where
     fn take_inner(&mut self) -> S {
         let clone = self.inner.clone();
         std::mem::replace(&mut self.inner, clone)
+    }
+
+    /// Records an allowed call that goes on without a `Gated` (a notification-shaped call, or one
+    /// in a batch) and returns what its outcome line is written from.
+    fn allowed(
+        &self,
+        parts: &request::Parts,
+        route: &Route,
+        principal: Option<&Principal>,
+        stateless: bool,
+        judged: &Judged,
+    ) -> Option<CallAudit> {
+        // Classification refuses gated calls without a principal, so there always is one.
+        let principal = principal?;
+        let subject = Subject {
+            approvals: &self.approvals,
+            upstream: &route.upstream.name,
+            principal,
+            session: session_of(&parts.headers, stateless),
+            judged,
+            started: self.approvals.settings.clock.now(),
+        };
+        subject.audit("decision", "allowed", None, None, None);
+        Some(subject.call_audit(None, None, None))
     }
 
     /// Traffic that needs no approval: forwarded as parsed.
@@ -232,11 +280,7 @@ where
         let stateless = asked.stateless;
         let gated = Gated {
             approvals: self.approvals.clone(),
-            session: (!stateless)
-                .then(|| parts.headers.get("mcp-session-id"))
-                .flatten()
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
+            session: session_of(&parts.headers, stateless).map(str::to_owned),
             protocol_version: parts
                 .headers
                 .get(MCP_PROTOCOL_VERSION)
@@ -276,6 +320,15 @@ where
             }
         }
     }
+}
+
+/// The session a request belongs to. Sessions exist only before 2026-07-28; a stateless
+/// request's header means nothing.
+fn session_of(headers: &http::HeaderMap, stateless: bool) -> Option<&str> {
+    if stateless {
+        return None;
+    }
+    headers.get("mcp-session-id").and_then(|v| v.to_str().ok())
 }
 
 /// A call that needs confirmation: redeem what it presents, or hold it and ask.

@@ -13,7 +13,7 @@ use crate::route::RouteTarget;
 
 /// What is needed to write one outcome line.
 pub(super) struct Pending {
-    pub(super) audit: CallAudit,
+    pub(super) calls: Vec<CallAudit>,
     pub(super) upstream: Arc<RouteTarget>,
     pub(super) sink: AuditSink,
     pub(super) clock: Arc<dyn Clock>,
@@ -60,14 +60,15 @@ where
                     .map_or("internal_error", |o| o.0),
                 Err(_) => "internal_error",
             };
-            record_outcome(&pending, outcome);
+            for call in &pending.calls {
+                record_outcome(&pending, call, outcome);
+            }
         }
         Poll::Ready(result)
     }
 }
 
-fn record_outcome(pending: &Pending, outcome: &str) {
-    let audit = &pending.audit;
+fn record_outcome(pending: &Pending, audit: &CallAudit, outcome: &str) {
     let latency = pending.clock.now().duration_since(audit.started);
     pending.sink.record(&AuditRecord {
         ts: timestamp(pending.clock.wall()),

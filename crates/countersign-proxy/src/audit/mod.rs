@@ -36,3 +36,6 @@ pub struct CallAudit {
 /// How forwarding ended (`forwarded`, `upstream_error`, …), in response extensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardOutcome(pub &'static str);
+
+#[cfg(test)]
+mod tests;

@@ -31,12 +31,19 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let pending = match (
-            request.extensions().get::<CallAudit>(),
-            request.extensions().get::<Route>(),
+        let extensions = request.extensions();
+        // One call, or the allowed calls of a batch.
+        let calls = match (
+            extensions.get::<CallAudit>(),
+            extensions.get::<Vec<CallAudit>>(),
         ) {
-            (Some(audit), Some(route)) => Some(super::future::Pending {
-                audit: audit.clone(),
+            (Some(audit), _) => vec![audit.clone()],
+            (None, Some(audits)) => audits.clone(),
+            (None, None) => Vec::new(),
+        };
+        let pending = match extensions.get::<Route>() {
+            Some(route) if !calls.is_empty() => Some(super::future::Pending {
+                calls,
                 upstream: route.0.clone(),
                 sink: self.sink.clone(),
                 clock: self.clock.clone(),

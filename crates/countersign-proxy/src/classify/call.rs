@@ -160,30 +160,34 @@ impl CallParts {
         }
     }
 
-    /// The request without the gateway's approval artefacts: the token in `_meta` and (when
-    /// ours) `arguments`, and — once an approval was redeemed — the gateway's `requestState`
-    /// and its key in `inputResponses`.
+    /// The request without the gateway's approval artefacts: see [`CallParts::strip_params`].
     pub fn strip_approval(&self, mut call: Request, redeemed: bool) -> Request {
-        if let Some(params) = call.params.as_mut() {
-            if redeemed {
-                params.remove("requestState");
-                if let Some(Value::Object(responses)) = params.get_mut("inputResponses") {
-                    responses.remove(APPROVAL_KEY);
-                    if responses.is_empty() {
-                        params.remove("inputResponses");
-                    }
+        self.strip_params(call.params.as_mut(), redeemed);
+        call
+    }
+
+    /// Removes the gateway's approval artefacts from a call's params: the token in `_meta` and
+    /// (when ours) `arguments`, and — once an approval was redeemed — the gateway's
+    /// `requestState` and its key in `inputResponses`.
+    pub fn strip_params(&self, params: Option<&mut Map<String, Value>>, redeemed: bool) {
+        let Some(params) = params else { return };
+        if redeemed {
+            params.remove("requestState");
+            if let Some(Value::Object(responses)) = params.get_mut("inputResponses") {
+                responses.remove(APPROVAL_KEY);
+                if responses.is_empty() {
+                    params.remove("inputResponses");
                 }
             }
-            if let Some(Value::Object(meta)) = params.get_mut("_meta") {
-                meta.remove(TOKEN_META);
-            }
-            if self.token_argument_is_ours
-                && let Some(Value::Object(args)) = params.get_mut("arguments")
-            {
-                args.remove(TOKEN_ARGUMENT);
-            }
         }
-        call
+        if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+            meta.remove(TOKEN_META);
+        }
+        if self.token_argument_is_ours
+            && let Some(Value::Object(args)) = params.get_mut("arguments")
+        {
+            args.remove(TOKEN_ARGUMENT);
+        }
     }
 }
 

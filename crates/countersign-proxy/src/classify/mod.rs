@@ -37,3 +37,6 @@ pub struct Judged {
     /// and resources, which the catalog does not pin).
     pub pinned: Option<PinnedTool>,
 }
+
+#[cfg(test)]
+mod tests;

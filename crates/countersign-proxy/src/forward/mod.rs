@@ -10,3 +10,6 @@
 mod service;
 
 pub use service::Forwarder;
+
+#[cfg(test)]
+mod tests;

@@ -7,10 +7,7 @@ use countersign_jsonrpc::strict::{ParseLimits, parse_strict_with};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::error::ProxyError;
-
-pub const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-pub const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
-pub const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+use crate::wire::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION};
 
 /// A POST body that passed every check, ready to classify and forward.
 #[derive(Debug)]

@@ -16,7 +16,7 @@ mod inspect;
 mod layer;
 mod service;
 
-pub use inspect::{InspectedPost, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, inspect_post};
+pub use inspect::{InspectedPost, inspect_post};
 pub use layer::ParseLayer;
 pub use service::Parse;
 
@@ -29,3 +29,6 @@ pub enum Parsed {
     /// dropped unread.
     NoBody,
 }
+
+#[cfg(test)]
+mod tests;

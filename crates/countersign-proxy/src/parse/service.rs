@@ -1,14 +1,16 @@
 use std::convert::Infallible;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{Method, Request, Response};
 use http_body::Body;
+use http_body_util::BodyExt;
 use tower::Service;
 
 use super::Parsed;
 use super::inspect::inspect_post;
-use crate::body::{BoxError, ResponseBody, collect_limited};
+use crate::body::{BoxError, ResponseBody};
 use crate::config::Limits;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
@@ -73,4 +75,31 @@ where
             }
         })
     }
+}
+
+/// Reads a whole request body, refusing it once it passes `limit` bytes or once `deadline` has
+/// passed since the first poll. The deadline covers the whole body, not the gap between frames,
+/// so a client dripping one byte at a time cannot hold the request open.
+async fn collect_limited<B>(body: B, limit: usize, deadline: Duration) -> Result<Bytes, ProxyError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let read = async move {
+        let mut body = body;
+        let mut buffer = BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| ProxyError::BodyRead(e.into()))?;
+            if let Ok(data) = frame.into_data() {
+                if buffer.len() + data.len() > limit {
+                    return Err(ProxyError::BodyTooLarge { limit });
+                }
+                buffer.extend_from_slice(&data);
+            }
+        }
+        Ok(buffer.freeze())
+    };
+    tokio::time::timeout(deadline, read)
+        .await
+        .map_err(|_| ProxyError::BodyTimeout(deadline))?
 }

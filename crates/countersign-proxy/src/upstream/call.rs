@@ -14,8 +14,8 @@ use serde_json::{Map, Value, json};
 use super::{UpstreamClient, is_event_stream, upstream_request};
 use crate::config::Upstream;
 use crate::error::ProxyError;
-use crate::parse::{MCP_METHOD, MCP_NAME};
 use crate::wire::REQUEST_ID_PREFIX;
+use crate::wire::{MCP_METHOD, MCP_NAME};
 
 /// Most pages followed before the listing is treated as hostile.
 const MAX_PAGES: usize = 64;

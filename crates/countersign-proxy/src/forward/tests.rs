@@ -1,0 +1,128 @@
+use std::sync::Arc;
+
+use countersign_jsonrpc::message::Payload;
+use countersign_testkit::RecordingUpstream;
+use http::{Request, StatusCode};
+use serde_json::json;
+use tower::ServiceExt;
+
+use super::Forwarder;
+use crate::approval::Cleared;
+use crate::audit::ForwardOutcome;
+use crate::clock::SystemClock;
+use crate::error::code;
+use crate::metrics::ProxyMetrics;
+use crate::route::Route;
+use crate::testing::{MAX_EVENT_BYTES, NoEdits, PATH, body_json, route, unreachable_url};
+
+fn forwarder() -> Forwarder {
+    Forwarder::new(
+        Arc::new(NoEdits),
+        ProxyMetrics::unregistered(),
+        Arc::new(SystemClock),
+        MAX_EVENT_BYTES,
+    )
+}
+
+/// A cleared `tools/call` whose number keeps the client's spelling (`1.50`).
+fn cleared_call() -> Cleared {
+    let text = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"create_order","arguments":{"sku":"A-1","price":1.50}}}"#;
+    Cleared::for_tests(Payload::parse(text).expect("a valid payload"))
+}
+
+fn request(route: Route, cleared: Cleared) -> Request<Cleared> {
+    let mut request = Request::post(PATH)
+        .header("host", "gateway.example:8443")
+        .header("content-type", "application/json")
+        .header("content-length", "999")
+        .header("connection", "keep-alive, x-hop")
+        .header("x-hop", "for the next hop only")
+        .header("keep-alive", "timeout=5")
+        .header("te", "trailers")
+        .header("origin", "http://localhost:3000")
+        .header("authorization", "Bearer client-token")
+        .header("mcp-session-id", "session-1")
+        .body(cleared)
+        .expect("a valid request");
+    request.extensions_mut().insert(route);
+    request
+}
+
+#[tokio::test]
+async fn the_upstream_receives_exactly_the_cleared_bytes_with_framing_rebuilt() {
+    let upstream = RecordingUpstream::start().await;
+    let cleared = cleared_call();
+    let expected = cleared.to_bytes();
+
+    let response = forwarder()
+        .oneshot(request(route(&upstream.url()), cleared))
+        .await
+        .expect("infallible");
+
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.extensions().get::<ForwardOutcome>(),
+        Some(&ForwardOutcome("forwarded"))
+    );
+    assert_eq!(
+        body_json(response).await,
+        json!({"jsonrpc": "2.0", "id": 5, "result": {}})
+    );
+    let requests = upstream.requests();
+    let [received] = requests.as_slice() else {
+        panic!("expected one request upstream, got {requests:?}");
+    };
+    assert_eq!(received.target, "/mcp");
+    assert_eq!(received.body, expected, "exactly Cleared::to_bytes()");
+    assert!(
+        std::str::from_utf8(&received.body)
+            .expect("utf-8")
+            .contains(r#""price":1.50"#),
+        "the number is sent as the client wrote it"
+    );
+    assert_eq!(
+        received.header("host"),
+        Some(upstream.addr().to_string().as_str())
+    );
+    assert_eq!(
+        received.header("content-length"),
+        Some(expected.len().to_string().as_str())
+    );
+    for dropped in ["x-hop", "keep-alive", "te", "origin"] {
+        assert_eq!(
+            received.header(dropped),
+            None,
+            "{dropped} was copied upstream"
+        );
+    }
+    assert!(
+        received
+            .headers
+            .get_all("connection")
+            .iter()
+            .all(|v| !v.to_str().unwrap_or_default().contains("x-hop")),
+        "the client's Connection header was copied"
+    );
+    assert_eq!(
+        received.header("authorization"),
+        Some("Bearer client-token")
+    );
+    assert_eq!(received.header("mcp-session-id"), Some("session-1"));
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_answered_502_with_the_call_id() {
+    let response = forwarder()
+        .oneshot(request(route(&unreachable_url()), cleared_call()))
+        .await
+        .expect("infallible");
+
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(
+        response.extensions().get::<ForwardOutcome>(),
+        Some(&ForwardOutcome("upstream_error"))
+    );
+    let answer = body_json(response).await;
+    assert_eq!(answer["id"], json!(5));
+    assert_eq!(answer["error"]["code"], json!(code::INTERNAL_ERROR));
+}

@@ -1,0 +1,200 @@
+use std::convert::Infallible;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use http::{Method, Request, StatusCode};
+use http_body_util::{Full, StreamBody};
+use hyper::body::Frame;
+use serde_json::{Value, json};
+use tower::{Layer, Service, ServiceExt};
+
+use super::{ParseLayer, Parsed};
+use crate::config::Limits;
+use crate::error::code;
+use crate::metrics::ProxyMetrics;
+use crate::testing::{
+    PATH, body_json, call_answering, json_response, mock_inner, payload_json, received_nothing,
+};
+
+const MAX_BODY_BYTES: usize = 256;
+const BODY_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn limits() -> Limits {
+    Limits {
+        max_body_bytes: NonZeroUsize::new(MAX_BODY_BYTES).expect("non-zero"),
+        body_timeout: BODY_TIMEOUT,
+        ..Limits::default()
+    }
+}
+
+fn request(method: Method, body: impl Into<Bytes>) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(PATH)
+        .header("content-type", "application/json")
+        .header("mcp-session-id", "session-1")
+        .body(Full::new(body.into()))
+        .expect("a valid request")
+}
+
+/// What the inner service saw of a request: its method, headers and body.
+struct Seen {
+    method: Method,
+    session: Option<String>,
+    body: Option<Value>,
+}
+
+fn seen(request: &Request<Parsed>) -> Seen {
+    Seen {
+        method: request.method().clone(),
+        session: request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        body: match request.body() {
+            Parsed::Message(post) => Some(payload_json(&post.payload)),
+            Parsed::NoBody => None,
+        },
+    }
+}
+
+fn ok(_: &Request<Parsed>) -> http::Response<crate::body::ResponseBody> {
+    json_response(&json!({"jsonrpc": "2.0", "id": 1, "result": {}}))
+}
+
+#[tokio::test]
+async fn a_post_body_reaches_the_inner_service_as_its_parsed_value() {
+    let (inner, mut handle) = mock_inner();
+    let service = ParseLayer::new(limits(), ProxyMetrics::unregistered()).layer(inner);
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "create_order", "arguments": {"qty": 2, "note": "é"}}});
+    // Spacing the client chose is not part of the value.
+    let sent = format!("  {}\n", serde_json::to_string_pretty(&body).expect("json"));
+
+    let (response, received) =
+        call_answering(service, request(Method::POST, sent), &mut handle, ok).await;
+
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "the inner answer is relayed"
+    );
+    let [request] = received.as_slice() else {
+        panic!("expected one request inside, got {}", received.len());
+    };
+    let Parsed::Message(post) = request.body() else {
+        panic!("a POST must reach the inner service as a parsed message");
+    };
+    assert_eq!(payload_json(&post.payload), body);
+    assert_eq!(post.request_id().map(|id| id.to_value()), Some(json!(7)));
+    let seen = seen(request);
+    assert_eq!(seen.method, Method::POST);
+    assert_eq!(
+        seen.session.as_deref(),
+        Some("session-1"),
+        "headers pass on"
+    );
+}
+
+#[tokio::test]
+async fn get_and_delete_reach_the_inner_service_without_a_body() {
+    for method in [Method::GET, Method::DELETE] {
+        let (inner, mut handle) = mock_inner();
+        let service = ParseLayer::new(limits(), ProxyMetrics::unregistered()).layer(inner);
+        // Whatever a client sends with them is dropped unread, even something that is not JSON.
+        let request = request(method.clone(), "not json at all");
+
+        let (response, received) = call_answering(service, request, &mut handle, ok).await;
+
+        assert_eq!(response.status(), StatusCode::OK);
+        let [request] = received.as_slice() else {
+            panic!(
+                "{method}: expected one request inside, got {}",
+                received.len()
+            );
+        };
+        let seen = seen(request);
+        assert_eq!(seen.method, method);
+        assert!(seen.body.is_none(), "{method} must become Parsed::NoBody");
+    }
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_refused_with_413_and_never_reaches_the_inner_service() {
+    let (inner, mut handle) = mock_inner();
+    let service = ParseLayer::new(limits(), ProxyMetrics::unregistered()).layer(inner);
+    let padding = "x".repeat(MAX_BODY_BYTES);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": padding}});
+
+    let (response, received) = call_answering(
+        service,
+        request(Method::POST, body.to_string()),
+        &mut handle,
+        ok,
+    )
+    .await;
+
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        response.headers().get("connection").map(|v| v.as_bytes()),
+        Some(&b"close"[..]),
+        "the rest of a refused body may still be on the wire"
+    );
+    assert!(received.is_empty() && received_nothing(&mut handle));
+}
+
+#[tokio::test]
+async fn duplicate_keys_are_a_parse_error_and_never_reach_the_inner_service() {
+    let (inner, mut handle) = mock_inner();
+    let service = ParseLayer::new(limits(), ProxyMetrics::unregistered()).layer(inner);
+    // Which `name` would run depends on who reads it: refused, not resolved.
+    let body = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_products","name":"delete_all"}}"#;
+
+    let (response, received) =
+        call_answering(service, request(Method::POST, body), &mut handle, ok).await;
+
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let answer = body_json(response).await;
+    assert_eq!(answer["error"]["code"], json!(code::PARSE_ERROR));
+    assert_eq!(answer["id"], Value::Null, "an unparsed body has no id");
+    assert!(received.is_empty() && received_nothing(&mut handle));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_never_finishes_is_answered_408_at_the_body_deadline() {
+    let (inner, mut handle) = mock_inner();
+    let mut service = ParseLayer::new(limits(), ProxyMetrics::unregistered()).layer(inner);
+    // A client that sent its headers and then nothing more.
+    type Never = StreamBody<futures_util::stream::Pending<Result<Frame<Bytes>, Infallible>>>;
+    let request: Request<Never> = Request::post(PATH)
+        .header("content-type", "application/json")
+        .body(StreamBody::new(futures_util::stream::pending()))
+        .expect("a valid request");
+
+    let ready = ServiceExt::<Request<Never>>::ready(&mut service).await;
+    let response = ready.expect("ready").call(request);
+    tokio::pin!(response);
+    assert!(
+        response.as_mut().now_or_never().is_none(),
+        "the read starts"
+    );
+    tokio::time::advance(BODY_TIMEOUT - Duration::from_millis(1)).await;
+    assert!(
+        response.as_mut().now_or_never().is_none(),
+        "still waiting just before the deadline"
+    );
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let Some(Ok(response)) = response.as_mut().now_or_never() else {
+        panic!("no answer at the deadline");
+    };
+
+    assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+    assert_eq!(
+        body_json(response).await["error"]["code"],
+        json!(code::TRANSPORT)
+    );
+    assert!(received_nothing(&mut handle));
+}
