@@ -12,11 +12,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use countersign_testkit::free_port;
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
 /// How long a peer may take to print `READY` (Python start-up on a loaded 2-core CI box).
 const READY_WAIT: Duration = Duration::from_secs(60);
+/// How long one client script may run.
+const CLIENT_DEADLINE: Duration = Duration::from_secs(180);
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -135,8 +138,14 @@ async fn wait_for_line(name: &str, stdout: impl AsyncRead + Unpin + Send + 'stat
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 }
 
-/// The real gateway binary in front of `upstream_url`, on a free port, admin off.
-pub async fn start_gateway(upstream_url: &str, extra_args: &[&str]) -> (Process, String) {
+/// The real gateway binary in front of `upstream_url`, on a free port, admin off, with
+/// `extra_args` and the environment variables `envs` (`RUST_LOG` defaults to the tests' own, or
+/// `warn`).
+pub async fn start_gateway(
+    upstream_url: &str,
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Process, String) {
     let port = free_port();
     let mut command = Command::new(countersign_binary());
     command
@@ -153,9 +162,112 @@ pub async fn start_gateway(upstream_url: &str, extra_args: &[&str]) -> (Process,
         .env(
             "RUST_LOG",
             std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-        );
+        )
+        .envs(envs.iter().copied());
     let process = Process::start_until_listening("countersign", command, port).await;
     (process, format!("http://localhost:{port}/mcp"))
+}
+
+/// A fresh Python SDK upstream and a gateway in front of it (`--audit off`, plus
+/// `gateway_args`); both stop when this is dropped.
+#[derive(Debug)]
+pub struct Deployment {
+    _upstream: Process,
+    _gateway: Process,
+    /// The gateway's MCP endpoint.
+    pub url: String,
+}
+
+pub async fn deploy(gateway_args: &[&str]) -> Deployment {
+    let (upstream, upstream_url) = start_python_upstream().await;
+    let mut args = vec!["--audit", "off"];
+    args.extend_from_slice(gateway_args);
+    let (gateway, url) = start_gateway(&upstream_url, &args, &[]).await;
+    Deployment {
+        _upstream: upstream,
+        _gateway: gateway,
+        url,
+    }
+}
+
+/// A real MCP SDK client (`tests/peers/*/client.*`), which runs a script and prints its
+/// transcript as JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// The Python SDK on a 2025-11-25 session.
+    PythonLegacy,
+    /// The Python SDK speaking stateless 2026-07-28.
+    PythonStateless,
+    TypeScript,
+}
+
+impl Peer {
+    /// The command running `script` against `url`, with the script's `options`.
+    pub fn command(self, url: &str, script: &str, options: &[&str]) -> Command {
+        let mut command = match self {
+            Peer::PythonLegacy | Peer::PythonStateless => {
+                let mode = if self == Peer::PythonLegacy {
+                    "legacy"
+                } else {
+                    "2026-07-28"
+                };
+                let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
+                command
+                    .arg(peers_dir().join("python/client.py"))
+                    .args(["--mode", mode]);
+                command
+            }
+            Peer::TypeScript => {
+                let mut command = Command::new(tool_env("COUNTERSIGN_NODE"));
+                command.arg(peers_dir().join("node/client.mjs")).env(
+                    "COUNTERSIGN_NODE_MODULES",
+                    tool_env("COUNTERSIGN_NODE_MODULES"),
+                );
+                command
+            }
+        };
+        command
+            .args(["--url", url, "--script", script])
+            .args(options);
+        command
+    }
+}
+
+/// Runs one client script against `url` to its end and returns its transcript.
+pub async fn run_client(peer: Peer, url: &str, script: &str, options: &[&str]) -> Value {
+    let (success, stdout, stderr) = run_to_completion(
+        &format!("{peer:?} client"),
+        peer.command(url, script, options),
+        CLIENT_DEADLINE,
+    )
+    .await;
+    assert!(
+        success,
+        "{peer:?} {script} {options:?} failed against {url}:\n{stderr}"
+    );
+    let transcript: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{peer:?} transcript is not JSON ({e}):\n{stdout}"));
+    assert_eq!(transcript["script"], script, "{peer:?}: {transcript}");
+    transcript
+}
+
+/// The step of a client transcript whose `key` is `name`: `"call"` finds a step by the tool it
+/// called, `"step"` by the name a script gave it.
+pub fn step<'a>(peer: Peer, transcript: &'a Value, key: &str, name: &str) -> &'a Value {
+    transcript["steps"]
+        .as_array()
+        .and_then(|steps| steps.iter().find(|s| s[key] == name))
+        .unwrap_or_else(|| panic!("{peer:?}: transcript has no {name} step: {transcript}"))
+}
+
+/// The upstream's real (structured) result of a transcript step whose call must have run.
+pub fn ran(peer: Peer, step: &Value) -> &Value {
+    assert_eq!(
+        step["result"]["isError"], false,
+        "{peer:?}: {} must have run: {step}",
+        step["call"]
+    );
+    &step["result"]["structuredContent"]
 }
 
 /// A file of the repository's `policies/`.

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use countersign_e2e::{countersign_binary, repo_root};
+use countersign_testkit::TempFile;
 use tokio::process::Command;
 
 async fn countersign(args: &[&str]) -> (Option<i32>, String, String) {
@@ -22,15 +23,11 @@ async fn countersign(args: &[&str]) -> (Option<i32>, String, String) {
 
 #[tokio::test]
 async fn configuration_errors_exit_with_2_and_say_why() {
-    let dir = std::env::temp_dir().join(format!("countersign-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let bad = dir.join("bad.yaml");
-    std::fs::write(
-        &bad,
+    let bad = TempFile::new(
+        "bad.yaml",
         "upstreams:\n  - url: http://127.0.0.1:1/mcp\nlisten_address: x\n",
-    )
-    .expect("write");
-    let (code, _, stderr) = countersign(&["serve", "--config", bad.to_str().expect("utf-8")]).await;
+    );
+    let (code, _, stderr) = countersign(&["serve", "--config", bad.path_str()]).await;
     assert_eq!(code, Some(2));
     assert!(stderr.contains("listen_address"), "{stderr}");
     let (code, _, stderr) =
@@ -43,23 +40,19 @@ async fn configuration_errors_exit_with_2_and_say_why() {
 
 #[tokio::test]
 async fn check_explains_every_tool_of_a_snapshot() {
-    let dir = std::env::temp_dir().join(format!("countersign-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let tools = dir.join("tools.json");
-    std::fs::write(
-        &tools,
+    let tools = TempFile::new(
+        "tools.json",
         r#"{"tools":[{"name":"list_products","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},
                      {"name":"restock_all","inputSchema":{"type":"object"}},
                      {"name":"cancel_order","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true}}]}"#,
-    )
-    .expect("write");
+    );
     let config = repo_root().join("examples/gateway.yaml");
     let (code, stdout, stderr) = countersign(&[
         "check",
         "--config",
         config.to_str().expect("utf-8"),
         "--tools",
-        tools.to_str().expect("utf-8"),
+        tools.path_str(),
     ])
     .await;
     assert_eq!(code, Some(0), "{stderr}");
@@ -75,18 +68,16 @@ async fn check_explains_every_tool_of_a_snapshot() {
     assert_eq!(row("restock_all")[1..3], ["destructive", "deny"]);
     assert_eq!(row("cancel_order")[1..3], ["destructive", "confirm"]);
 
-    let broken_policy = dir.join("broken.yaml");
-    std::fs::write(
-        &broken_policy,
+    let broken_policy = TempFile::new(
+        "broken.yaml",
         "version: 1\nrules:\n  - id: x\n    tools: [a]\n    action: perhaps\n",
-    )
-    .expect("write");
+    );
     let (code, _, stderr) = countersign(&[
         "check",
         "--config",
         config.to_str().expect("utf-8"),
         "--policy",
-        broken_policy.to_str().expect("utf-8"),
+        broken_policy.path_str(),
     ])
     .await;
     assert_eq!(code, Some(2));

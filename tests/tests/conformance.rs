@@ -12,7 +12,7 @@ use tokio::process::Command;
 async fn every_active_conformance_scenario_passes_through_the_gateway() {
     let (_upstream, upstream_url) = start_conformance_upstream().await;
     let (_gateway, gateway_url) =
-        start_gateway(&upstream_url, &["--policy", &policy("allow-all.yaml")]).await;
+        start_gateway(&upstream_url, &["--policy", &policy("allow-all.yaml")], &[]).await;
 
     let results =
         std::env::temp_dir().join(format!("countersign-conformance-{}", std::process::id()));

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use countersign_e2e::{Process, RedisServer, countersign_binary};
-use countersign_testkit::{RecordedRequest, RecordingUpstream, Reply, TestClient, free_port};
+use countersign_e2e::{Process, RedisServer, start_gateway};
+use countersign_testkit::mcp::{
+    answer_question, confirmation, held_token, hold_on_stream, open_session, tool_call,
+};
+use countersign_testkit::{RecordedRequest, RecordingUpstream, Reply, TestClient};
 use serde_json::{Value, json};
-use tokio::process::Command;
 
 const KEY_1: &str = "k1:QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE";
 const KEY_2: &str = "k2:QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI";
@@ -53,51 +55,29 @@ struct Replica {
 }
 
 async fn replica(upstream: &str, redis: &str, keys: &str) -> Replica {
-    let port = free_port();
-    let mut command = Command::new(countersign_binary());
-    command
-        .args([
-            "serve",
-            "--upstream",
-            upstream,
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--admin",
-            "off",
-            "--audit",
-            "off",
-        ])
-        .args(["--redis", redis])
-        .env("COUNTERSIGN_SIGNING_KEYS", keys)
-        .env("RUST_LOG", "error");
-    let process = Process::start_until_listening("countersign replica", command, port).await;
+    let (process, url) = start_gateway(
+        upstream,
+        &["--audit", "off", "--redis", redis],
+        &[("COUNTERSIGN_SIGNING_KEYS", keys), ("RUST_LOG", "error")],
+    )
+    .await;
     Replica {
-        url: format!("http://127.0.0.1:{port}/mcp"),
+        url,
         _process: process,
     }
 }
 
-fn call(id: u64, tool: &str, arguments: Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}).to_string()
-}
-
-fn confirmation(answer: &Value) -> &Value {
-    &answer["result"]["_meta"]["countersign/confirmation"]
-}
-
 async fn hold(client: &TestClient, replica: &Replica, n: u64) -> String {
+    let call = tool_call(n, "wipe", json!({"n": n}));
     let answer = client
-        .post_json(&replica.url, &[], &call(n, "wipe", json!({"n": n})))
+        .post_json(&replica.url, &[], &call.to_string())
         .await
         .json();
-    confirmation(&answer)["confirmationToken"]
-        .as_str()
-        .unwrap_or_else(|| panic!("held: {answer}"))
-        .to_owned()
+    held_token(&answer)
 }
 
 fn redeem_body(n: u64, token: &str) -> String {
-    call(n, "wipe", json!({"n": n, "confirmationToken": token}))
+    tool_call(n, "wipe", json!({"n": n, "confirmationToken": token})).to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -192,7 +172,11 @@ async fn without_redis_confirmations_are_refused_reads_continue_and_recover_afte
         "nothing runs while the replay store is down"
     );
     let read = client
-        .post_json(&replicas[0].url, &[], &call(2, "read", json!({})))
+        .post_json(
+            &replicas[0].url,
+            &[],
+            &tool_call(2, "read", json!({})).to_string(),
+        )
         .await
         .json();
     assert_eq!(
@@ -229,49 +213,21 @@ async fn an_elicitation_answer_may_reach_another_replica() {
     let (upstream, executed) = upstream().await;
     let asking = replica(&upstream.url(), &redis.url(), KEY_1).await;
     let answering = replica(&upstream.url(), &redis.url(), KEY_1).await;
-    let client = TestClient::default();
-    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
-        "capabilities": {"elicitation": {}}, "clientInfo": {"name": "c", "version": "1"}}});
-    let session = client
-        .post_json(&asking.url, &[], &initialize.to_string())
-        .await;
-    let session = session
-        .header("mcp-session-id")
-        .expect("session")
-        .to_owned();
-    let headers = [
-        ("mcp-session-id", session.as_str()),
-        ("mcp-protocol-version", "2025-11-25"),
-    ];
+    let session = open_session(&asking.url, json!({"elicitation": {}})).await;
 
-    let response = client
-        .send(
-            http::Method::POST,
-            &asking.url,
-            &[
-                ("content-type", "application/json"),
-                ("accept", "application/json, text/event-stream"),
-                headers[0],
-                headers[1],
-            ],
-            call(7, "wipe", json!({"n": 7})),
-        )
-        .await;
-    let mut body = http_body_util::BodyExt::boxed_unsync(response.into_body());
-    let question = next_message(&mut body).await;
+    let call = tool_call(7, "wipe", json!({"n": 7}));
+    let (question, mut stream) = hold_on_stream(&asking.url, &session, &call).await;
     assert_eq!(question["method"], "elicitation/create");
 
-    let answer = json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"approve": true}}});
-    let taken = client
-        .post_json(&answering.url, &headers, &answer.to_string())
-        .await;
+    let approve = json!({"action": "accept", "content": {"approve": true}});
+    let taken = answer_question(&answering.url, &session, &question["id"], approve).await;
     assert_eq!(
         taken.status,
         202,
         "the other replica hands the answer over: {}",
         taken.text()
     );
-    let result = next_message(&mut body).await;
+    let result = stream.next_message().await;
     assert_eq!(result["result"]["content"][0]["text"], "ran", "{result}");
     assert_eq!(executed.load(Ordering::SeqCst), 1);
 }
@@ -310,13 +266,6 @@ async fn keys_rotate_across_replicas() {
     assert_eq!(executed.load(Ordering::SeqCst), 2);
 }
 
-/// The next `data:` message of an SSE body.
-async fn next_message(
-    body: &mut http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, hyper::Error>,
-) -> Value {
-    countersign_testkit::next_sse_message(body, &mut String::new()).await
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tools_risk_does_not_depend_on_which_replica_answers() {
     let redis = RedisServer::start().await;
@@ -339,7 +288,11 @@ async fn a_tools_risk_does_not_depend_on_which_replica_answers() {
     let first = replica(&upstream.url(), &redis.url(), KEY_1).await;
     let client = TestClient::default();
     let held = client
-        .post_json(&first.url, &[], &call(1, "wipe", json!({})))
+        .post_json(
+            &first.url,
+            &[],
+            &tool_call(1, "wipe", json!({})).to_string(),
+        )
         .await
         .json();
     assert_eq!(confirmation(&held)["risk"], "destructive");
@@ -348,7 +301,11 @@ async fn a_tools_risk_does_not_depend_on_which_replica_answers() {
     // A replica that first sees the tool now, read-only, adopts the risk pinned by the first.
     let second = replica(&upstream.url(), &redis.url(), KEY_1).await;
     let answer = client
-        .post_json(&second.url, &[], &call(2, "wipe", json!({})))
+        .post_json(
+            &second.url,
+            &[],
+            &tool_call(2, "wipe", json!({})).to_string(),
+        )
         .await
         .json();
     assert_eq!(

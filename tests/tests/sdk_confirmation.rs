@@ -5,83 +5,24 @@
 //! session — is refused with its code. What the gateway says is checked, but the upstream's own
 //! `audit_log` judges: it must list exactly the two calls a person confirmed.
 
-use std::time::Duration;
-
-use countersign_e2e::{
-    peers_dir, run_to_completion, start_gateway, start_python_upstream, tool_env,
-};
+use countersign_e2e::{Peer, deploy, run_client};
 use serde_json::{Value, json};
-use tokio::process::Command;
-
-const CLIENT_DEADLINE: Duration = Duration::from_secs(180);
-
-#[derive(Clone, Copy, Debug)]
-enum Peer {
-    PythonLegacy,
-    PythonStateless,
-    TypeScript,
-}
-
-impl Peer {
-    fn command(self, url: &str, script: &str) -> Command {
-        match self {
-            Peer::PythonLegacy | Peer::PythonStateless => {
-                let mode = if matches!(self, Peer::PythonLegacy) {
-                    "legacy"
-                } else {
-                    "2026-07-28"
-                };
-                let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
-                command
-                    .arg(peers_dir().join("python/client.py"))
-                    .args(["--url", url, "--mode", mode, "--script", script]);
-                command
-            }
-            Peer::TypeScript => {
-                let mut command = Command::new(tool_env("COUNTERSIGN_NODE"));
-                command
-                    .arg(peers_dir().join("node/client.mjs"))
-                    .args(["--url", url, "--script", script])
-                    .env(
-                        "COUNTERSIGN_NODE_MODULES",
-                        tool_env("COUNTERSIGN_NODE_MODULES"),
-                    );
-                command
-            }
-        }
-    }
-}
 
 /// Runs `script` once through a gateway with the default policy (no `--policy`) in front of a
 /// fresh upstream, and returns the client's transcript.
 async fn through_default_gateway(peer: Peer, script: &str) -> Value {
-    let (_upstream, upstream_url) = start_python_upstream().await;
-    let (_gateway, gateway_url) = start_gateway(&upstream_url, &["--audit", "off"]).await;
-    let (success, stdout, stderr) = run_to_completion(
-        &format!("{peer:?} client"),
-        peer.command(&gateway_url, script),
-        CLIENT_DEADLINE,
-    )
-    .await;
+    let deployment = deploy(&[]).await;
+    let transcript = run_client(peer, &deployment.url, script, &[]).await;
     assert!(
-        success,
-        "{peer:?} {script} failed against {gateway_url}:\n{stderr}"
-    );
-    let transcript: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{peer:?} transcript is not JSON ({e}):\n{stdout}"));
-    assert!(
-        !stdout.contains("mcp_cf_"),
+        !transcript.to_string().contains("mcp_cf_"),
         "{peer:?}: the transcript must not carry tokens (it would not be deterministic)"
     );
-    assert_eq!(transcript["script"], script, "{peer:?}: {transcript}");
     transcript
 }
 
+/// The step the confirm script named `name`, which must have run as scripted.
 fn step<'a>(peer: Peer, transcript: &'a Value, name: &str) -> &'a Value {
-    let found = transcript["steps"]
-        .as_array()
-        .and_then(|steps| steps.iter().find(|s| s["step"] == name))
-        .unwrap_or_else(|| panic!("{peer:?}: transcript has no step {name}: {transcript}"));
+    let found = countersign_e2e::step(peer, transcript, "step", name);
     for failure in ["error", "exception", "skipped"] {
         assert!(
             found.get(failure).is_none(),
@@ -122,14 +63,7 @@ fn refusal_code<'a>(peer: Peer, transcript: &'a Value, name: &str) -> &'a str {
 
 /// The upstream's real result of a call that ran.
 fn ran<'a>(peer: Peer, transcript: &'a Value, name: &str) -> &'a Value {
-    let result = &step(peer, transcript, name)["result"];
-    assert_eq!(
-        result["isError"],
-        false,
-        "{peer:?} {name} must have run: {}",
-        step(peer, transcript, name)
-    );
-    &result["structuredContent"]
+    countersign_e2e::ran(peer, step(peer, transcript, name))
 }
 
 fn executed(peer: Peer, transcript: &Value) -> &Value {

@@ -11,105 +11,28 @@
 //! `not_approved`).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use countersign_e2e::{
-    Process, peers_dir, run_to_completion, start_gateway, start_python_upstream, tool_env,
+use countersign_e2e::{Peer, deploy, run_client, step};
+use countersign_testkit::{
+    RawResponse, TempFile, dechunk, parse_head, raw_post, raw_request, sse_data, sse_messages,
+    take_sse_event,
 };
-use countersign_testkit::{RawResponse, raw_request};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::process::Command;
 
-const CLIENT_DEADLINE: Duration = Duration::from_secs(180);
 /// How long one raw exchange (or one event on a held stream) may take.
 const RAW_WAIT: Duration = Duration::from_secs(30);
 const LEGACY_VERSION: &str = "2025-11-25";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Peer {
-    PythonLegacy,
-    PythonStateless,
-    TypeScript,
-}
-
-impl Peer {
-    fn command(self, url: &str, script: &str, options: &[&str]) -> Command {
-        let mut command = match self {
-            Peer::PythonLegacy | Peer::PythonStateless => {
-                let mode = if self == Peer::PythonLegacy {
-                    "legacy"
-                } else {
-                    "2026-07-28"
-                };
-                let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
-                command
-                    .arg(peers_dir().join("python/client.py"))
-                    .args(["--mode", mode]);
-                command
-            }
-            Peer::TypeScript => {
-                let mut command = Command::new(tool_env("COUNTERSIGN_NODE"));
-                command.arg(peers_dir().join("node/client.mjs")).env(
-                    "COUNTERSIGN_NODE_MODULES",
-                    tool_env("COUNTERSIGN_NODE_MODULES"),
-                );
-                command
-            }
-        };
-        command
-            .args(["--url", url, "--script", script])
-            .args(options);
-        command
+/// How the gateway's question is identified: its JSON-RPC id on a session, its `inputRequests`
+/// key on 2026-07-28.
+fn gateway_question_id(peer: Peer) -> &'static str {
+    match peer {
+        Peer::PythonStateless => "countersign/approval",
+        Peer::PythonLegacy | Peer::TypeScript => "countersign-<uuid>",
     }
-
-    /// How the gateway's question is identified: its JSON-RPC id on a session, its
-    /// `inputRequests` key on 2026-07-28.
-    fn gateway_question_id(self) -> &'static str {
-        match self {
-            Peer::PythonStateless => "countersign/approval",
-            Peer::PythonLegacy | Peer::TypeScript => "countersign-<uuid>",
-        }
-    }
-}
-
-/// A fresh upstream and a gateway in front of it (`--audit off`, plus `gateway_args`).
-struct Deployment {
-    _upstream: Process,
-    _gateway: Process,
-    url: String,
-}
-
-async fn deploy(gateway_args: &[&str]) -> Deployment {
-    let (upstream, upstream_url) = start_python_upstream().await;
-    let mut args = vec!["--audit", "off"];
-    args.extend_from_slice(gateway_args);
-    let (gateway, url) = start_gateway(&upstream_url, &args).await;
-    Deployment {
-        _upstream: upstream,
-        _gateway: gateway,
-        url,
-    }
-}
-
-/// Runs one client script to its end and returns its transcript.
-async fn run_client(peer: Peer, url: &str, script: &str, options: &[&str]) -> Value {
-    let (success, stdout, stderr) = run_to_completion(
-        &format!("{peer:?} client"),
-        peer.command(url, script, options),
-        CLIENT_DEADLINE,
-    )
-    .await;
-    assert!(
-        success,
-        "{peer:?} {script} {options:?} failed against {url}:\n{stderr}"
-    );
-    let transcript: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{peer:?} transcript is not JSON ({e}):\n{stdout}"));
-    assert_eq!(transcript["script"], script, "{peer:?}: {transcript}");
-    transcript
 }
 
 /// The `elicit` script through a gateway with the default policy, in front of a fresh upstream.
@@ -118,27 +41,15 @@ async fn elicit(peer: Peer, options: &[&str]) -> Value {
     run_client(peer, &deployment.url, "elicit", options).await
 }
 
-fn step<'a>(peer: Peer, transcript: &'a Value, call: &str) -> &'a Value {
-    transcript["steps"]
-        .as_array()
-        .and_then(|steps| steps.iter().find(|s| s["call"] == call))
-        .unwrap_or_else(|| panic!("{peer:?}: transcript has no {call} step: {transcript}"))
-}
-
 fn questions<'a>(peer: Peer, transcript: &'a Value, call: &str) -> &'a [Value] {
-    step(peer, transcript, call)["elicitations"]
+    step(peer, transcript, "call", call)["elicitations"]
         .as_array()
         .map_or(&[], Vec::as_slice)
 }
 
 /// What the upstream itself says it executed.
 fn executed(peer: Peer, transcript: &Value) -> Value {
-    let audit = step(peer, transcript, "audit_log");
-    assert_eq!(
-        audit["result"]["isError"], false,
-        "{peer:?}: audit_log must run: {audit}"
-    );
-    audit["result"]["structuredContent"]["entries"].clone()
+    countersign_e2e::ran(peer, step(peer, transcript, "call", "audit_log"))["entries"].clone()
 }
 
 /// The gateway's question about `tool`: shown with the real arguments, answered as `answer`.
@@ -160,7 +71,7 @@ fn assert_gateway_question(
     );
     assert_eq!(
         question["id"],
-        peer.gateway_question_id(),
+        gateway_question_id(peer),
         "{peer:?}: {question}"
     );
     assert_eq!(question["tool"], tool, "{peer:?}: {question}");
@@ -199,21 +110,17 @@ fn assert_upstream_question(peer: Peer, question: &Value, answer: &str) {
 }
 
 fn assert_ran(peer: Peer, transcript: &Value, call: &str, expected: &str) {
-    let found = step(peer, transcript, call);
+    let found = step(peer, transcript, "call", call);
     assert_eq!(
-        found["result"]["isError"], false,
-        "{peer:?}: {call} must run: {found}"
-    );
-    assert_eq!(
-        found["result"]["structuredContent"],
-        json!({"result": expected}),
+        countersign_e2e::ran(peer, found),
+        &json!({"result": expected}),
         "{peer:?}: {found}"
     );
 }
 
 /// A held call the person did not approve: refused by the gateway, nothing forwarded.
 fn assert_not_approved(peer: Peer, transcript: &Value, call: &str) {
-    let found = step(peer, transcript, call);
+    let found = step(peer, transcript, "call", call);
     let result = &found["result"];
     assert_eq!(result["isError"], true, "{peer:?} {call}: {found}");
     let confirmation = &result["_meta"]["countersign/confirmation"];
@@ -314,7 +221,7 @@ async fn refused_calls_never_run(peer: Peer, answer: &str) {
         if peer == Peer::PythonStateless && answer == "throw" {
             // The SDK's input_required loop stops at a failing handler and never retries, so
             // the gateway sees no answer at all; the call fails on the client side.
-            let found = step(peer, &t, call);
+            let found = step(peer, &t, "call", call);
             assert!(
                 found["exception"]
                     .as_str()
@@ -476,46 +383,15 @@ async fn typescript_upstream_question_is_answered_by_the_person() {
 
 // ---- approval: human ----
 
-/// A policy or config file in a fresh temporary directory, removed on drop.
-struct TempFile {
-    dir: PathBuf,
-}
-
-impl TempFile {
-    fn new(name: &str, text: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "countersign-e2e-{name}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("clock after 1970")
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&dir).expect("temporary directory");
-        std::fs::write(dir.join("file.yaml"), text).expect("write the file");
-        Self { dir }
-    }
-
-    fn path(&self) -> String {
-        self.dir.join("file.yaml").display().to_string()
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 const HUMAN_POLICY: &str = "version: 1\napproval: human\n";
 
 /// `approval: human` and a client that declares no elicitation: refused, never a token.
 async fn human_approval_needs_a_client_that_can_ask(peer: Peer) {
-    let policy = TempFile::new("human", HUMAN_POLICY);
-    let deployment = deploy(&["--policy", &policy.path()]).await;
+    let policy = TempFile::new("human.yaml", HUMAN_POLICY);
+    let deployment = deploy(&["--policy", policy.path_str()]).await;
     let t = run_client(peer, &deployment.url, "elicit", &["--no-elicitation"]).await;
     for call in ["add_note", "confirm_delete"] {
-        let found = step(peer, &t, call);
+        let found = step(peer, &t, "call", call);
         assert!(
             questions(peer, &t, call).is_empty(),
             "{peer:?}: nobody can be asked: {found}"
@@ -563,9 +439,9 @@ async fn typescript_human_approval_is_unavailable_without_elicitation() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn human_approval_asks_clients_that_can() {
-    let policy = TempFile::new("human-ask", HUMAN_POLICY);
+    let policy = TempFile::new("human-ask.yaml", HUMAN_POLICY);
     for peer in [Peer::PythonLegacy, Peer::PythonStateless, Peer::TypeScript] {
-        let deployment = deploy(&["--policy", &policy.path()]).await;
+        let deployment = deploy(&["--policy", policy.path_str()]).await;
         let t = run_client(peer, &deployment.url, "elicit", &[]).await;
         assert_eq!(
             questions(peer, &t, "add_note")[0]["asker"],
@@ -596,23 +472,18 @@ fn gateway_addr(url: &str) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
+/// A POST of `body` to the gateway at `addr` as `localhost`, on `session` if any.
 fn post_request(addr: SocketAddr, session: Option<&str>, body: &Value) -> Vec<u8> {
-    let body = body.to_string();
-    let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost:{}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-        addr.port(),
-        body.len()
-    );
-    if let Some(session) = session {
-        head.push_str(&format!(
-            "Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: {LEGACY_VERSION}\r\n"
-        ));
-    }
-    head.push_str("\r\n");
-    let mut request = head.into_bytes();
-    request.extend_from_slice(body.as_bytes());
-    request
+    let session_headers = session
+        .map(|session| {
+            format!("Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: {LEGACY_VERSION}\r\n")
+        })
+        .unwrap_or_default();
+    raw_post(
+        format!("localhost:{}", addr.port()),
+        body.to_string().as_bytes(),
+        &session_headers,
+    )
 }
 
 async fn post(addr: SocketAddr, session: Option<&str>, body: &Value) -> RawResponse {
@@ -630,28 +501,6 @@ fn messages(response: &RawResponse) -> Vec<Value> {
         return vec![response.json()];
     }
     sse_messages(&response.body_text())
-}
-
-fn sse_messages(text: &str) -> Vec<Value> {
-    text.replace("\r\n", "\n")
-        .split("\n\n")
-        .filter_map(sse_data)
-        .map(|data| {
-            serde_json::from_str(&data)
-                .unwrap_or_else(|e| panic!("SSE data is not JSON ({e}): {data}"))
-        })
-        .collect()
-}
-
-/// The `data:` of one SSE event; `None` for priming events and comments.
-fn sse_data(event: &str) -> Option<String> {
-    let lines: Vec<&str> = event
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .map(|data| data.strip_prefix(' ').unwrap_or(data))
-        .collect();
-    let data = lines.join("\n");
-    (!data.trim().is_empty()).then_some(data)
 }
 
 /// The answer to request `id` among `messages`.
@@ -744,35 +593,23 @@ impl HeldStream {
             content_type: String::new(),
             last_event: String::new(),
         };
-        let head_end = loop {
-            if let Some(end) = stream.raw.windows(4).position(|w| w == b"\r\n\r\n") {
-                break end;
+        let (head, body_start) = loop {
+            if let Some(parsed) = parse_head(&stream.raw) {
+                break parsed;
             }
             assert!(
                 stream.read_more().await,
                 "the gateway closed before answering"
             );
         };
-        let head = String::from_utf8_lossy(&stream.raw[..head_end]).into_owned();
-        stream.raw.drain(..head_end + 4);
-        let mut lines = head.split("\r\n");
-        stream.status = lines
-            .next()
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|s| s.parse().ok())
-            .expect("status line");
-        let header = |name: &str| {
-            head.split("\r\n")
-                .skip(1)
-                .filter_map(|l| l.split_once(':'))
-                .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.trim().to_owned())
-        };
-        stream.content_type = header("content-type").unwrap_or_default();
+        let head_text = String::from_utf8_lossy(&stream.raw[..body_start - 4]).into_owned();
+        stream.raw.drain(..body_start);
+        stream.status = head.status;
+        stream.content_type = head.header("content-type").unwrap_or_default().to_owned();
         assert_eq!(
-            header("transfer-encoding").as_deref(),
+            head.header("transfer-encoding"),
             Some("chunked"),
-            "a held call's stream stays open, so it is chunked: {head}"
+            "a held call's stream stays open, so it is chunked: {head_text}"
         );
         stream
     }
@@ -791,24 +628,13 @@ impl HeldStream {
 
     /// Moves every complete chunk from `raw` to `text`.
     fn decode(&mut self) {
-        loop {
-            let Some(line_end) = self.raw.windows(2).position(|w| w == b"\r\n") else {
-                return;
-            };
-            let size_text = String::from_utf8_lossy(&self.raw[..line_end]).into_owned();
-            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-                .unwrap_or_else(|e| panic!("bad chunk size {size_text:?}: {e}"));
-            if size == 0 {
-                self.finished = true;
-                self.raw.clear();
-                return;
-            }
-            if self.raw.len() < line_end + 2 + size + 2 {
-                return;
-            }
-            let data = self.raw[line_end + 2..line_end + 2 + size].to_vec();
-            self.text.push_str(&String::from_utf8_lossy(&data));
-            self.raw.drain(..line_end + 2 + size + 2);
+        let chunks = dechunk(&self.raw).unwrap_or_else(|e| panic!("{e}"));
+        self.text.push_str(&String::from_utf8_lossy(&chunks.data));
+        if chunks.finished {
+            self.finished = true;
+            self.raw.clear();
+        } else {
+            self.raw.drain(..chunks.consumed);
         }
     }
 
@@ -816,10 +642,7 @@ impl HeldStream {
     async fn next_message(&mut self) -> Option<Value> {
         loop {
             self.decode();
-            let normalized = self.text.replace("\r\n", "\n");
-            if let Some(end) = normalized.find("\n\n") {
-                let event = normalized[..end].to_owned();
-                self.text = normalized[end + 2..].to_owned();
+            if let Some(event) = take_sse_event(&mut self.text) {
                 if let Some(data) = sse_data(&event) {
                     self.last_event = event;
                     return Some(
@@ -1000,8 +823,8 @@ async fn hold_add_note(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unanswered_question_times_out_as_not_approved() {
-    let config = TempFile::new("timeout", "elicitation_timeout: 1s\nupstreams: []\n");
-    let deployment = deploy(&["--config", &config.path()]).await;
+    let config = TempFile::new("timeout.yaml", "elicitation_timeout: 1s\nupstreams: []\n");
+    let deployment = deploy(&["--config", config.path_str()]).await;
     let addr = gateway_addr(&deployment.url);
     let session = open_session(addr).await;
     let (mut held, question_id) = hold_add_note(addr, &session, 7, "late").await;

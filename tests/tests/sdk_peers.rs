@@ -3,64 +3,12 @@
 //! progress and logs, an upstream-originated elicitation relayed to the client, GET-stream
 //! notifications and DELETE — and the upstream's audit log must show the same executions.
 
-use std::time::Duration;
-
-use countersign_e2e::{
-    peers_dir, policy, run_to_completion, start_gateway, start_python_upstream, tool_env,
-};
+use countersign_e2e::{Peer, policy, run_client, start_gateway, start_python_upstream, step};
 use serde_json::Value;
-use tokio::process::Command;
-
-const CLIENT_DEADLINE: Duration = Duration::from_secs(180);
-
-#[derive(Clone, Copy, Debug)]
-enum Peer {
-    PythonLegacy,
-    PythonStateless,
-    TypeScript,
-}
-
-impl Peer {
-    fn command(self, url: &str) -> Command {
-        match self {
-            Peer::PythonLegacy | Peer::PythonStateless => {
-                let mode = if matches!(self, Peer::PythonLegacy) {
-                    "legacy"
-                } else {
-                    "2026-07-28"
-                };
-                let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
-                command
-                    .arg(peers_dir().join("python/client.py"))
-                    .args(["--url", url, "--mode", mode, "--script", "session"]);
-                command
-            }
-            Peer::TypeScript => {
-                let mut command = Command::new(tool_env("COUNTERSIGN_NODE"));
-                command
-                    .arg(peers_dir().join("node/client.mjs"))
-                    .args(["--url", url, "--script", "session"])
-                    .env(
-                        "COUNTERSIGN_NODE_MODULES",
-                        tool_env("COUNTERSIGN_NODE_MODULES"),
-                    );
-                command
-            }
-        }
-    }
-}
 
 /// Runs the client's session script against `url` and returns its transcript.
 async fn session(peer: Peer, url: &str) -> Value {
-    let (success, stdout, stderr) = run_to_completion(
-        &format!("{peer:?} client"),
-        peer.command(url),
-        CLIENT_DEADLINE,
-    )
-    .await;
-    assert!(success, "{peer:?} client failed against {url}:\n{stderr}");
-    serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{peer:?} transcript is not JSON ({e}):\n{stdout}"))
+    run_client(peer, url, "session", &[]).await
 }
 
 /// The same session against a fresh upstream, once directly and once through the gateway.
@@ -70,16 +18,9 @@ async fn direct_and_through_gateway(peer: Peer) -> (Value, Value) {
 
     let (_upstream, upstream_url) = start_python_upstream().await;
     let (_gateway, gateway_url) =
-        start_gateway(&upstream_url, &["--policy", &policy("allow-all.yaml")]).await;
+        start_gateway(&upstream_url, &["--policy", &policy("allow-all.yaml")], &[]).await;
     let through = session(peer, &gateway_url).await;
     (direct, through)
-}
-
-fn step<'a>(transcript: &'a Value, call: &str) -> &'a Value {
-    transcript["steps"]
-        .as_array()
-        .and_then(|steps| steps.iter().find(|s| s["call"] == call))
-        .unwrap_or_else(|| panic!("transcript has no {call} step: {transcript}"))
 }
 
 /// The transcript must actually exercise the side channels, or comparing it proves little.
@@ -88,16 +29,17 @@ fn assert_session_is_rich(peer: Peer, transcript: &Value) {
         transcript["tools"].as_array().is_some_and(|t| t.len() >= 8),
         "{peer:?}: {transcript}"
     );
-    let progress = step(transcript, "slow_count")["progress"]
+    let progress = step(peer, transcript, "call", "slow_count")["progress"]
         .as_array()
         .map_or(0, Vec::len);
     assert_eq!(progress, 5, "{peer:?} must see every progress notification");
-    let elicitations = &step(transcript, "confirm_delete")["elicitations"];
+    let elicitations = &step(peer, transcript, "call", "confirm_delete")["elicitations"];
     assert_eq!(
         elicitations[0]["action"], "accept",
         "{peer:?} must be asked by the upstream: {transcript}"
     );
-    let executed = &step(transcript, "audit_log")["result"]["structuredContent"]["entries"];
+    let executed =
+        &step(peer, transcript, "call", "audit_log")["result"]["structuredContent"]["entries"];
     assert_eq!(
         executed,
         &serde_json::json!([

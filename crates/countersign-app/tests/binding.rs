@@ -13,11 +13,10 @@ use std::time::Duration;
 
 use common::{Harness, policy_path};
 use countersign_testkit::mcp::{
-    ScriptedServer, initialize, stateless_headers, stateless_tool_call, tool_call,
+    ScriptedServer, answer_question, confirmation, form_elicitation, held_token, hold_on_stream,
+    initialize, open_session, stateless_headers, stateless_tool_call, tool_call,
     tool_call_notification, within,
 };
-use countersign_testkit::{Collected, SseStream, TestClient};
-use http::Method;
 use serde_json::{Map, Value, json};
 
 /// `_meta` key the gateway reads a confirmation token from.
@@ -56,57 +55,7 @@ async fn start(policy: Option<&str>) -> Harness {
     let policy = policy
         .map(|p| format!("policy: {}\n", policy_path(p).display()))
         .unwrap_or_default();
-    let yaml = format!(
-        "listen: 127.0.0.1:0\nadmin: 'off'\naudit: {{ path: 'off' }}\nelicitation_timeout: 60s\n{policy}upstreams:\n  - name: store\n    url: {}\n",
-        upstream.url()
-    );
-    Harness::from_yaml(upstream, &yaml).await
-}
-
-async fn post(h: &Harness, headers: &[(&str, &str)], body: &Value) -> Collected {
-    within(
-        "the gateway's answer",
-        TestClient::default().post_json(&h.url(), headers, &body.to_string()),
-    )
-    .await
-}
-
-/// POSTs and expects a 200 with a JSON body.
-async fn post_ok(h: &Harness, headers: &[(&str, &str)], body: &Value) -> Value {
-    let response = post(h, headers, body).await;
-    assert_eq!(response.status, 200, "{}", response.text());
-    response.json()
-}
-
-fn confirmation(answer: &Value) -> &Value {
-    &answer["result"]["_meta"]["countersign/confirmation"]
-}
-
-/// The token of a call the gateway held on the token channel.
-fn held_token(answer: &Value) -> String {
-    assert_eq!(
-        confirmation(answer)["status"],
-        "requires_confirmation",
-        "the call is held: {answer}"
-    );
-    confirmation(answer)["confirmationToken"]
-        .as_str()
-        .expect("a held call carries a token")
-        .to_owned()
-}
-
-/// `(tool, arguments)` of every tools/call the upstream received.
-fn ran(h: &Harness) -> Vec<(String, Value)> {
-    h.upstream
-        .tool_calls()
-        .iter()
-        .map(|p| {
-            (
-                p["name"].as_str().unwrap_or_default().to_owned(),
-                p["arguments"].clone(),
-            )
-        })
-        .collect()
+    Harness::start_with(upstream, &format!("elicitation_timeout: 60s\n{policy}"), "").await
 }
 
 /// A wrongly approved call is forwarded by a background task, a moment after the answer that
@@ -119,7 +68,7 @@ async fn ran_after_settling(h: &Harness) -> Vec<(String, Value)> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    ran(h)
+    h.upstream.tool_calls_by_name("/arguments")
 }
 
 // --- 1 -------------------------------------------------------------------------------------
@@ -128,7 +77,9 @@ async fn ran_after_settling(h: &Harness) -> Vec<(String, Value)> {
 async fn tool_with_its_own_confirmation_token_argument_cannot_be_changed_after_approval() {
     let h = start(None).await;
     let approved = json!({"confirmationToken": "the tool's own value"});
-    let held = post_ok(&h, &[], &tool_call(1, "sign", approved.clone())).await;
+    let held = h
+        .post_ok(&[], &tool_call(1, "sign", approved.clone()))
+        .await;
     let token = held_token(&held);
     let next = &confirmation(&held)["guidance"]["next_action"];
     assert_eq!(
@@ -146,8 +97,8 @@ async fn tool_with_its_own_confirmation_token_argument_cannot_be_changed_after_a
         json!({"confirmationToken": "a value the person never saw"}),
     );
     changed["params"]["_meta"] = json!({TOKEN_META: token});
-    let answer = post_ok(&h, &[], &changed).await;
-    let calls = ran(&h);
+    let answer = h.post_ok(&[], &changed).await;
+    let calls = h.upstream.tool_calls_by_name("/arguments");
     assert!(
         calls.is_empty(),
         "a changed `confirmationToken` argument of the tool itself must not run on the approval \
@@ -165,16 +116,19 @@ async fn tool_with_its_own_confirmation_token_argument_cannot_be_changed_after_a
 async fn tool_with_its_own_confirmation_token_argument_runs_with_it_unchanged() {
     let h = start(None).await;
     let approved = json!({"confirmationToken": "the tool's own value"});
-    let token = held_token(&post_ok(&h, &[], &tool_call(1, "sign", approved.clone())).await);
+    let token = held_token(
+        &h.post_ok(&[], &tool_call(1, "sign", approved.clone()))
+            .await,
+    );
     let mut redeem = tool_call(2, "sign", approved.clone());
     redeem["params"]["_meta"] = json!({TOKEN_META: token});
-    let answer = post_ok(&h, &[], &redeem).await;
+    let answer = h.post_ok(&[], &redeem).await;
     assert_eq!(
         answer["result"]["content"][0]["text"], "ran sign",
         "{answer}"
     );
     assert_eq!(
-        ran(&h),
+        h.upstream.tool_calls_by_name("/arguments"),
         vec![("sign".to_owned(), approved)],
         "runs once, with the tool's own argument exactly as approved"
     );
@@ -182,92 +136,43 @@ async fn tool_with_its_own_confirmation_token_argument_runs_with_it_unchanged() 
 
 // --- 2 -------------------------------------------------------------------------------------
 
-/// Opens a 2025-11-25 session whose client declares elicitation.
-async fn open_eliciting_session(h: &Harness) -> String {
-    let response = post(
-        h,
-        &[],
-        &initialize(0, "2025-11-25", json!({"elicitation": {}})),
-    )
-    .await;
-    assert_eq!(response.status, 200, "{}", response.text());
-    response
-        .header("mcp-session-id")
-        .expect("the store opens a session")
-        .to_owned()
-}
-
-/// Sends a risky call on `session`; returns the gateway's question and the held stream.
-async fn hold_on_stream(h: &Harness, session: &str, call: &Value) -> (Value, SseStream) {
-    let response = within(
-        "the held call's response",
-        TestClient::default().send(
-            Method::POST,
-            &h.url(),
-            &[
-                ("content-type", "application/json"),
-                ("accept", "application/json, text/event-stream"),
-                ("mcp-session-id", session),
-                ("mcp-protocol-version", "2025-11-25"),
-            ],
-            call.to_string(),
-        ),
-    )
-    .await;
-    let mut stream = SseStream::new(response);
-    let question = within("the gateway's question", stream.next_message()).await;
-    assert_eq!(question["method"], "elicitation/create", "{question}");
-    assert!(question["id"].is_string(), "{question}");
-    (question, stream)
-}
-
-/// Answers the gateway's question `question_id` on `session`; returns the HTTP status.
-async fn answer_question(h: &Harness, session: &str, question_id: &Value, result: Value) -> u16 {
-    let answer = json!({"jsonrpc": "2.0", "id": question_id, "result": result});
-    post(
-        h,
-        &[
-            ("mcp-session-id", session),
-            ("mcp-protocol-version", "2025-11-25"),
-        ],
-        &answer,
-    )
-    .await
-    .status
-    .as_u16()
-}
-
 #[tokio::test]
 async fn answer_to_a_cancelled_question_does_not_approve_a_later_call_with_the_same_id() {
     let h = start(None).await;
-    let session = open_eliciting_session(&h).await;
+    let session = open_session(&h.url(), json!({"elicitation": {}})).await;
     let approve = json!({"action": "accept", "content": {"approve": true}});
 
     // Call A, id 7, is held and then cancelled by the client.
     let (question_a, mut stream_a) = hold_on_stream(
-        &h,
+        &h.url(),
         &session,
         &tool_call(7, "delete_order", json!({"id": "A"})),
     )
     .await;
     let cancel =
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
-    post(&h, &[("mcp-session-id", &session)], &cancel).await;
+    h.post(&[("mcp-session-id", &session)], &cancel).await;
     let settled = within("A's settlement", stream_a.next_message()).await;
     assert_eq!(confirmation(&settled)["code"], "not_approved", "{settled}");
-    assert!(ran(&h).is_empty(), "the cancelled call ran nothing");
+    assert!(
+        h.upstream.tool_calls_by_name("/arguments").is_empty(),
+        "the cancelled call ran nothing"
+    );
 
     // Call B reuses id 7 with other arguments and is held in turn.
     let b_arguments = json!({"id": "B"});
     let (question_b, mut stream_b) = hold_on_stream(
-        &h,
+        &h.url(),
         &session,
         &tool_call(7, "delete_order", b_arguments.clone()),
     )
     .await;
 
     // A late "yes" to A's question must not approve B.
-    let late = answer_question(&h, &session, &question_a["id"], approve.clone()).await;
+    let late = answer_question(&h.url(), &session, &question_a["id"], approve.clone())
+        .await
+        .status
+        .as_u16();
     let calls = ran_after_settling(&h).await;
     assert!(
         calls.is_empty(),
@@ -279,7 +184,9 @@ async fn answer_to_a_cancelled_question_does_not_approve_a_later_call_with_the_s
 
     // Positive control: B's own question still approves B, exactly once.
     assert_eq!(
-        answer_question(&h, &session, &question_b["id"], approve).await,
+        answer_question(&h.url(), &session, &question_b["id"], approve)
+            .await
+            .status,
         202,
         "B's own question is still open"
     );
@@ -289,14 +196,13 @@ async fn answer_to_a_cancelled_question_does_not_approve_a_later_call_with_the_s
         result["result"]["content"][0]["text"], "ran delete_order",
         "{result}"
     );
-    assert_eq!(ran(&h), vec![("delete_order".to_owned(), b_arguments)]);
+    assert_eq!(
+        h.upstream.tool_calls_by_name("/arguments"),
+        vec![("delete_order".to_owned(), b_arguments)]
+    );
 }
 
 // --- 3 -------------------------------------------------------------------------------------
-
-fn form_elicitation() -> Value {
-    json!({"elicitation": {"form": {}}})
-}
 
 /// A 2026-07-28 retry of `delete_order` carrying `state` and `response` to the gateway's question.
 fn retry(id: u64, arguments: &Value, state: &str, response: Value) -> Value {
@@ -319,48 +225,48 @@ async fn declined_input_required_state_is_spent() {
     let mut failures = Vec::new();
     for refusal in ["decline", "cancel"] {
         let h = start(None).await;
-        let asked = post_ok(
-            &h,
-            &headers,
-            &stateless_tool_call(
-                1,
-                "delete_order",
-                arguments.clone(),
-                form_elicitation(),
-                Map::new(),
-            ),
-        )
-        .await;
+        let asked = h
+            .post_ok(
+                &headers,
+                &stateless_tool_call(
+                    1,
+                    "delete_order",
+                    arguments.clone(),
+                    form_elicitation(),
+                    Map::new(),
+                ),
+            )
+            .await;
         assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
         let state = asked["result"]["requestState"]
             .as_str()
             .expect("requestState")
             .to_owned();
 
-        let refused = post_ok(
-            &h,
-            &headers,
-            &retry(2, &arguments, &state, json!({"action": refusal})),
-        )
-        .await;
+        let refused = h
+            .post_ok(
+                &headers,
+                &retry(2, &arguments, &state, json!({"action": refusal})),
+            )
+            .await;
         assert_eq!(
             confirmation(&refused)["code"],
             "not_approved",
             "{refusal}: {refused}"
         );
 
-        let again = post_ok(
-            &h,
-            &headers,
-            &retry(
-                3,
-                &arguments,
-                &state,
-                json!({"action": "accept", "content": {"approve": true}}),
-            ),
-        )
-        .await;
-        let calls = ran(&h);
+        let again = h
+            .post_ok(
+                &headers,
+                &retry(
+                    3,
+                    &arguments,
+                    &state,
+                    json!({"action": "accept", "content": {"approve": true}}),
+                ),
+            )
+            .await;
+        let calls = h.upstream.tool_calls_by_name("/arguments");
         if !calls.is_empty() || confirmation(&again)["code"] != "replayed" {
             failures.push(format!(
                 "after `{refusal}`, an accepting retry with the same requestState: the upstream \
@@ -392,13 +298,13 @@ async fn notification_shaped_tool_call_is_never_forwarded_unjudged() {
     ];
     let mut outcomes = Vec::new();
     for (kind, notification) in &risky {
-        let response = post(&h, &legacy, notification).await;
+        let response = h.post(&legacy, notification).await;
         outcomes.push((format!("{kind} call alone"), response));
         let batch = json!([tool_call(1, "list_orders", json!({})), notification]);
-        let response = post(&h, &legacy, &batch).await;
+        let response = h.post(&legacy, &batch).await;
         outcomes.push((format!("{kind} call in a batch with a read"), response));
     }
-    let calls = ran(&h);
+    let calls = h.upstream.tool_calls_by_name("/arguments");
     let statuses: Vec<String> = outcomes
         .iter()
         .map(|(case, r)| format!("{case}: HTTP {} {}", r.status, r.text()))
@@ -422,19 +328,22 @@ async fn notification_shaped_tool_call_is_never_forwarded_unjudged() {
 #[tokio::test]
 async fn notification_shaped_read_call_may_be_forwarded() {
     let h = start(Some("store.yaml")).await;
-    let response = post(
-        &h,
-        &[("mcp-protocol-version", "2025-03-26")],
-        &tool_call_notification("list_orders", json!({})),
-    )
-    .await;
+    let response = h
+        .post(
+            &[("mcp-protocol-version", "2025-03-26")],
+            &tool_call_notification("list_orders", json!({})),
+        )
+        .await;
     assert!(
         response.status.is_success(),
         "{} {}",
         response.status,
         response.text()
     );
-    assert_eq!(ran(&h), vec![("list_orders".to_owned(), json!({}))]);
+    assert_eq!(
+        h.upstream.tool_calls_by_name("/arguments"),
+        vec![("list_orders".to_owned(), json!({}))]
+    );
 }
 
 // --- 5 -------------------------------------------------------------------------------------
@@ -462,12 +371,12 @@ async fn confirmation_binds_task_and_acted_on_meta() {
         if let Some(task) = &task {
             held_call["params"]["task"] = task.clone();
         }
-        let token = held_token(&post_ok(&h, &[], &held_call).await);
+        let token = held_token(&h.post_ok(&[], &held_call).await);
         let mut redeem = held_call.clone();
         redeem["id"] = json!(2);
         redeem["params"]["_meta"] = json!({TOKEN_META: token});
         change(&mut redeem);
-        let answer = post_ok(&h, &[], &redeem).await;
+        let answer = h.post_ok(&[], &redeem).await;
         let calls = h.upstream.tool_calls();
         if !calls.is_empty() || confirmation(&answer)["status"] != "rejected" {
             failures.push(format!(
@@ -487,11 +396,13 @@ async fn confirmation_binds_task_and_acted_on_meta() {
 async fn confirmation_survives_an_added_progress_token() {
     let h = start(None).await;
     let arguments = json!({"item": "book", "qty": 2});
-    let token =
-        held_token(&post_ok(&h, &[], &tool_call(1, "create_order", arguments.clone())).await);
+    let token = held_token(
+        &h.post_ok(&[], &tool_call(1, "create_order", arguments.clone()))
+            .await,
+    );
     let mut redeem = tool_call(2, "create_order", arguments.clone());
     redeem["params"]["_meta"] = json!({TOKEN_META: token, "progressToken": "p-1"});
-    let answer = post_ok(&h, &[], &redeem).await;
+    let answer = h.post_ok(&[], &redeem).await;
     assert_eq!(
         answer["result"]["content"][0]["text"], "ran create_order",
         "{answer}"
@@ -518,18 +429,18 @@ async fn question_text_escapes_separators_and_shows_every_key() {
     let mut problems = Vec::new();
 
     // input_required: the question the person reads.
-    let asked = post_ok(
-        &h,
-        &stateless_headers("delete_order"),
-        &stateless_tool_call(
-            1,
-            "delete_order",
-            arguments.clone(),
-            form_elicitation(),
-            Map::new(),
-        ),
-    )
-    .await;
+    let asked = h
+        .post_ok(
+            &stateless_headers("delete_order"),
+            &stateless_tool_call(
+                1,
+                "delete_order",
+                arguments.clone(),
+                form_elicitation(),
+                Map::new(),
+            ),
+        )
+        .await;
     let message = asked["result"]["inputRequests"][APPROVAL_KEY]["params"]["message"]
         .as_str()
         .expect("the gateway's question")
@@ -550,7 +461,9 @@ async fn question_text_escapes_separators_and_shows_every_key() {
     }
 
     // Token channel: the text block the model relays to the person.
-    let held = post_ok(&h, &[], &tool_call(2, "delete_order", arguments.clone())).await;
+    let held = h
+        .post_ok(&[], &tool_call(2, "delete_order", arguments.clone()))
+        .await;
     let text = held["result"]["content"][0]["text"]
         .as_str()
         .expect("the held result's text")
@@ -564,7 +477,7 @@ async fn question_text_escapes_separators_and_shows_every_key() {
         problems.push("held text: the key `to` and its value are not shown".into());
     }
 
-    let calls = ran(&h);
+    let calls = h.upstream.tool_calls_by_name("/arguments");
     assert!(calls.is_empty(), "nothing runs while held: {calls:?}");
     assert!(
         problems.is_empty(),
@@ -587,7 +500,9 @@ fn tail(text: &str) -> String {
 // --- 7 -------------------------------------------------------------------------------------
 
 async fn initialize_instructions(h: &Harness) -> String {
-    let answer = post_ok(h, &[], &initialize(1, "2025-11-25", json!({}))).await;
+    let answer = h
+        .post_ok(&[], &initialize(1, "2025-11-25", json!({})))
+        .await;
     let initializes = h
         .upstream
         .messages()

@@ -7,14 +7,11 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::{Harness, policy_path};
-use countersign_testkit::{RecordedRequest, RecordingUpstream, Reply, TestClient};
+use countersign_testkit::mcp::{
+    ScriptedServer, confirmation, held_token, stateless_headers, stateless_tool_call, tool_call,
+};
+use countersign_testkit::{RecordedRequest, Reply, TempFile, TestClient};
 use serde_json::{Value, json};
-
-/// A fake store: `tools/list` answers from a shared (mutable) catalog, `tools/call` answers
-/// "ran <tool>", and a `ping` answers on SSE after announcing that the tool list changed.
-struct Store {
-    tools: Arc<Mutex<Vec<Value>>>,
-}
 
 fn default_tools() -> Vec<Value> {
     vec![
@@ -30,107 +27,39 @@ fn default_tools() -> Vec<Value> {
     ]
 }
 
-impl Store {
-    async fn start(extra_yaml: &str) -> (Harness, Arc<Mutex<Vec<Value>>>) {
-        let tools = Arc::new(Mutex::new(default_tools()));
-        let store = Store {
-            tools: tools.clone(),
-        };
-        let upstream = RecordingUpstream::with_responder(move |r| store.answer(r)).await;
-        let yaml = format!(
-            "listen: 127.0.0.1:0\nadmin: 'off'\naudit: {{ path: 'off' }}\nupstreams:\n  - name: store\n    url: {}\n{extra_yaml}",
-            upstream.url()
-        );
-        (Harness::from_yaml(upstream, &yaml).await, tools)
-    }
-
-    fn answer(&self, request: &RecordedRequest) -> Reply {
-        let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
-            return Reply::status(202);
-        };
-        let id = body["id"].clone();
-        match body["method"].as_str() {
-            Some("tools/list") => {
-                let tools = self.tools.lock().expect("lock").clone();
-                Reply::json(
-                    200,
-                    json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools}}),
-                )
-            }
-            Some("tools/call") => {
-                let text = format!(
-                    "ran {}",
-                    body["params"]["name"].as_str().unwrap_or_default()
-                );
-                Reply::json(
-                    200,
-                    json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}}),
-                )
-            }
-            Some("ping") => Reply::sse(&[
-                "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n",
-                &format!(
-                    "data: {}\n\n",
-                    json!({"jsonrpc": "2.0", "id": id, "result": {}})
-                ),
-            ]),
-            Some("initialize") => Reply::json(
-                200,
-                json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-                       "serverInfo": {"name": "store", "version": "1"}, "instructions": "A store."}}),
-            ),
-            _ if body.get("id").is_some() => {
-                Reply::json(200, json!({"jsonrpc": "2.0", "id": id, "result": {}}))
-            }
-            _ => Reply::status(202),
-        }
-    }
-}
-
-fn call(id: u64, tool: &str, arguments: Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}).to_string()
-}
-
-/// Every tools/call the upstream executed, as (tool, arguments).
-fn executed(h: &Harness) -> Vec<(String, Value)> {
-    h.upstream
-        .requests()
-        .iter()
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
-        .filter(|b| b["method"] == "tools/call")
-        .map(|b| {
-            (
-                b["params"]["name"].as_str().unwrap_or_default().to_owned(),
-                b["params"]["arguments"].clone(),
-            )
+/// A scripted store listing [`default_tools`], whose `initialize` says "A store.", and which
+/// answers a `ping` on SSE after announcing that the tool list changed.
+fn store() -> ScriptedServer {
+    ScriptedServer::new(default_tools())
+        .with_instructions("A store.")
+        .with_handler(|message| {
+            (message["method"] == "ping").then(|| {
+                Reply::sse(&[
+                    "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n",
+                    &format!(
+                        "data: {}\n\n",
+                        json!({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+                    ),
+                ])
+            })
         })
-        .collect()
 }
 
-async fn post(h: &Harness, headers: &[(&str, &str)], body: &str) -> Value {
-    let response = TestClient::default()
-        .post_json(&h.url(), headers, body)
-        .await;
-    assert_eq!(response.status, 200, "{}", response.text());
-    response.json()
-}
-
-fn confirmation(answer: &Value) -> &Value {
-    &answer["result"]["_meta"]["countersign/confirmation"]
+/// The gateway (the spec-default policy; `extra_yaml` after the upstream entry) in front of a
+/// fresh [`store`], and that store's catalog, to change.
+async fn start(extra_yaml: &str) -> (Harness, Arc<Mutex<Vec<Value>>>) {
+    let server = store();
+    let tools = server.catalog();
+    (
+        Harness::start_with(server.start().await, "", extra_yaml).await,
+        tools,
+    )
 }
 
 async fn hold(h: &Harness, headers: &[(&str, &str)], tool: &str, arguments: Value) -> String {
-    let answer = post(h, headers, &call(1, tool, arguments)).await;
+    let answer = h.post_ok(headers, &tool_call(1, tool, arguments)).await;
     assert_eq!(answer["result"]["isError"], true, "{answer}");
-    assert_eq!(
-        confirmation(&answer)["status"],
-        "requires_confirmation",
-        "{answer}"
-    );
-    confirmation(&answer)["confirmationToken"]
-        .as_str()
-        .expect("token")
-        .to_owned()
+    held_token(&answer)
 }
 
 fn with_token(mut arguments: Value, token: &str) -> Value {
@@ -140,22 +69,29 @@ fn with_token(mut arguments: Value, token: &str) -> Value {
 
 #[tokio::test]
 async fn read_calls_pass_at_once() {
-    let (h, _) = Store::start("").await;
-    let answer = post(&h, &[], &call(1, "list_orders", json!({}))).await;
+    let (h, _) = start("").await;
+    let answer = h
+        .post_ok(&[], &tool_call(1, "list_orders", json!({})))
+        .await;
     assert_eq!(answer["result"]["content"][0]["text"], "ran list_orders");
-    assert_eq!(executed(&h), vec![("list_orders".to_owned(), json!({}))]);
+    assert_eq!(
+        h.upstream.tool_calls_by_name("/arguments"),
+        vec![("list_orders".to_owned(), json!({}))]
+    );
 }
 
 #[tokio::test]
 async fn risky_calls_are_held_and_nothing_runs() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     for (tool, risk) in [
         ("create_order", "write"),
         ("delete_order", "destructive"),
         ("touch", "destructive"),
         ("no_such_tool", "unknown"),
     ] {
-        let answer = post(&h, &[], &call(1, tool, json!({"item": "book"}))).await;
+        let answer = h
+            .post_ok(&[], &tool_call(1, tool, json!({"item": "book"})))
+            .await;
         let held = confirmation(&answer);
         assert_eq!(held["status"], "requires_confirmation", "{tool}: {answer}");
         assert_eq!(held["risk"], risk, "{tool}");
@@ -170,20 +106,24 @@ async fn risky_calls_are_held_and_nothing_runs() {
         assert!(text.starts_with("Nothing was executed"), "{text}");
     }
     assert!(
-        executed(&h).is_empty(),
+        h.upstream.tool_calls_by_name("/arguments").is_empty(),
         "the upstream must not run a held call"
     );
 }
 
 #[tokio::test]
 async fn held_results_respect_the_tools_output_schema() {
-    let (h, _) = Store::start("").await;
-    let with_schema = post(&h, &[], &call(1, "delete_order", json!({"id": "o1"}))).await;
+    let (h, _) = start("").await;
+    let with_schema = h
+        .post_ok(&[], &tool_call(1, "delete_order", json!({"id": "o1"})))
+        .await;
     assert!(
         with_schema["result"].get("structuredContent").is_none(),
         "would violate the tool's outputSchema"
     );
-    let without = post(&h, &[], &call(2, "create_order", json!({"item": "a"}))).await;
+    let without = h
+        .post_ok(&[], &tool_call(2, "create_order", json!({"item": "a"})))
+        .await;
     assert_eq!(
         without["result"]["structuredContent"]["status"],
         "requires_confirmation"
@@ -192,43 +132,47 @@ async fn held_results_respect_the_tools_output_schema() {
 
 #[tokio::test]
 async fn a_confirmed_call_runs_exactly_once_without_the_token() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     let arguments = json!({"item": "book", "qty": 2});
     let token = hold(&h, &[], "create_order", arguments.clone()).await;
 
-    let answer = post(
-        &h,
-        &[],
-        &call(2, "create_order", with_token(arguments.clone(), &token)),
-    )
-    .await;
+    let answer = h
+        .post_ok(
+            &[],
+            &tool_call(2, "create_order", with_token(arguments.clone(), &token)),
+        )
+        .await;
     assert_eq!(
         answer["result"]["content"][0]["text"], "ran create_order",
         "{answer}"
     );
     assert_eq!(
-        executed(&h),
+        h.upstream.tool_calls_by_name("/arguments"),
         vec![("create_order".to_owned(), arguments.clone())],
         "token stripped, call run once"
     );
 
-    let replay = post(
-        &h,
-        &[],
-        &call(3, "create_order", with_token(arguments, &token)),
-    )
-    .await;
+    let replay = h
+        .post_ok(
+            &[],
+            &tool_call(3, "create_order", with_token(arguments, &token)),
+        )
+        .await;
     assert_eq!(confirmation(&replay)["code"], "replayed", "{replay}");
-    assert_eq!(executed(&h).len(), 1, "a replayed token runs nothing");
+    assert_eq!(
+        h.upstream.tool_calls_by_name("/arguments").len(),
+        1,
+        "a replayed token runs nothing"
+    );
 }
 
 #[tokio::test]
 async fn the_token_may_come_in_meta() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     let token = hold(&h, &[], "delete_order", json!({"id": "o1"})).await;
     let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "delete_order", "arguments": {"id": "o1"}, "_meta": {"countersign/confirmationToken": token}}});
-    post(&h, &[], &body.to_string()).await;
+    h.post_ok(&[], &body.to_string()).await;
     let forwarded: Vec<Value> = h
         .upstream
         .requests()
@@ -247,7 +191,7 @@ async fn the_token_may_come_in_meta() {
 
 #[tokio::test]
 async fn a_token_only_fits_the_exact_call() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     let token = hold(&h, &[], "create_order", json!({"item": "book", "qty": 2})).await;
     let cases = [
         (
@@ -272,16 +216,18 @@ async fn a_token_only_fits_the_exact_call() {
         ),
     ];
     for (tool, arguments, code) in cases {
-        let answer = post(&h, &[], &call(2, tool, with_token(arguments, &token))).await;
+        let answer = h
+            .post_ok(&[], &tool_call(2, tool, with_token(arguments, &token)))
+            .await;
         assert_eq!(confirmation(&answer)["code"], code, "{tool}: {answer}");
     }
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
     // The same arguments, reordered and spelled differently, are the same call.
     let same = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"create_order","arguments":{"qty":2.0,"item":"b\u006fok","confirmationToken":"TOKEN"}}}"#
         .replace("TOKEN", &token);
-    post(&h, &[], &same).await;
+    h.post_ok(&[], &same).await;
     assert_eq!(
-        executed(&h),
+        h.upstream.tool_calls_by_name("/arguments"),
         vec![("create_order".to_owned(), json!({"qty": 2, "item": "book"}))],
         "forwarded in canonical form"
     );
@@ -289,7 +235,7 @@ async fn a_token_only_fits_the_exact_call() {
 
 #[tokio::test]
 async fn tokens_are_bound_to_the_session() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     let token = hold(
         &h,
         &[("mcp-session-id", "session-a")],
@@ -297,19 +243,19 @@ async fn tokens_are_bound_to_the_session() {
         json!({"item": "a"}),
     )
     .await;
-    let answer = post(
-        &h,
-        &[("mcp-session-id", "session-b")],
-        &call(2, "create_order", with_token(json!({"item": "a"}), &token)),
-    )
-    .await;
+    let answer = h
+        .post_ok(
+            &[("mcp-session-id", "session-b")],
+            &tool_call(2, "create_order", with_token(json!({"item": "a"}), &token)),
+        )
+        .await;
     assert_eq!(confirmation(&answer)["code"], "session_mismatch");
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
 #[tokio::test]
 async fn tokens_are_bound_to_the_principal() {
-    let (h, _) = Store::start("identity: { header: x-user }\n").await;
+    let (h, _) = start("identity: { header: x-user }\n").await;
     let token = hold(
         &h,
         &[("x-user", "ada")],
@@ -317,26 +263,24 @@ async fn tokens_are_bound_to_the_principal() {
         json!({"item": "a"}),
     )
     .await;
-    let answer = post(
-        &h,
-        &[("x-user", "mallory")],
-        &call(2, "create_order", with_token(json!({"item": "a"}), &token)),
-    )
-    .await;
-    assert_eq!(confirmation(&answer)["code"], "subject_mismatch");
-    let anonymous = TestClient::default()
-        .post_json(&h.url(), &[], &call(3, "list_orders", json!({})))
+    let answer = h
+        .post_ok(
+            &[("x-user", "mallory")],
+            &tool_call(2, "create_order", with_token(json!({"item": "a"}), &token)),
+        )
         .await;
+    assert_eq!(confirmation(&answer)["code"], "subject_mismatch");
+    let anonymous = h.post(&[], &tool_call(3, "list_orders", json!({}))).await;
     assert_eq!(
         anonymous.status, 401,
         "the identity header is required once configured"
     );
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
 #[tokio::test]
 async fn forged_and_malformed_tokens_are_rejected() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     let token = hold(&h, &[], "create_order", json!({"item": "a"})).await;
     let mut flipped = token.clone().into_bytes();
     let last = flipped.len() - 3;
@@ -344,7 +288,7 @@ async fn forged_and_malformed_tokens_are_rejected() {
     let flipped = String::from_utf8(flipped).expect("ascii");
     let other_keyring = {
         // A token from another deployment's gateway: same shape, different key.
-        let (other, _) = Store::start("").await;
+        let (other, _) = start("").await;
         hold(&other, &[], "create_order", json!({"item": "a"})).await
     };
     for (presented, codes) in [
@@ -356,45 +300,47 @@ async fn forged_and_malformed_tokens_are_rejected() {
             &["unknown_key", "bad_signature"][..],
         ),
     ] {
-        let answer = post(
-            &h,
-            &[],
-            &call(
-                2,
-                "create_order",
-                with_token(json!({"item": "a"}), presented),
-            ),
-        )
-        .await;
+        let answer = h
+            .post_ok(
+                &[],
+                &tool_call(
+                    2,
+                    "create_order",
+                    with_token(json!({"item": "a"}), presented),
+                ),
+            )
+            .await;
         let code = confirmation(&answer)["code"]
             .as_str()
             .unwrap_or_default()
             .to_owned();
         assert!(codes.contains(&code.as_str()), "{presented}: {answer}");
     }
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
 #[tokio::test]
 async fn a_model_written_confirm_flag_is_not_a_confirmation() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     for arguments in [
         json!({"item": "a", "confirm": true}),
         json!({"item": "a", "confirmed": "yes", "approved": true}),
     ] {
-        let answer = post(&h, &[], &call(1, "create_order", arguments)).await;
+        let answer = h
+            .post_ok(&[], &tool_call(1, "create_order", arguments))
+            .await;
         assert_eq!(confirmation(&answer)["status"], "requires_confirmation");
     }
     let with_meta = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "create_order", "arguments": {"item": "a"}, "_meta": {"confirm": true}}});
-    let answer = post(&h, &[], &with_meta.to_string()).await;
+    let answer = h.post_ok(&[], &with_meta.to_string()).await;
     assert_eq!(confirmation(&answer)["status"], "requires_confirmation");
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
 #[tokio::test]
 async fn concurrent_redemptions_of_one_token_run_the_call_once() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     let token = hold(&h, &[], "delete_order", json!({"id": "o1"})).await;
     let url = h.url();
     let tasks: Vec<_> = (0..50)
@@ -405,11 +351,12 @@ async fn concurrent_redemptions_of_one_token_run_the_call_once() {
                     .post_json(
                         &url,
                         &[],
-                        &call(
+                        &tool_call(
                             100 + i,
                             "delete_order",
                             with_token(json!({"id": "o1"}), &token),
-                        ),
+                        )
+                        .to_string(),
                     )
                     .await
             })
@@ -431,35 +378,37 @@ async fn concurrent_redemptions_of_one_token_run_the_call_once() {
         49,
         "{codes:?}"
     );
-    assert_eq!(executed(&h).len(), 1);
+    assert_eq!(h.upstream.tool_calls_by_name("/arguments").len(), 1);
 }
 
 #[tokio::test]
 async fn unsafe_numbers_in_risky_arguments_are_refused() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     for number in ["9007199254740993", "-9007199254740993", "1e300"] {
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"create_order","arguments":{{"qty":{number}}}}}}}"#
         );
-        let answer = post(&h, &[], &body).await;
+        let answer = h.post_ok(&[], &body).await;
         assert_eq!(
             confirmation(&answer)["code"],
             "unsafe_arguments",
             "{number}: {answer}"
         );
     }
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
 #[tokio::test]
 async fn policy_denials_say_why_and_run_nothing() {
-    let (h, _) = Store::start(&format!(
+    let (h, _) = start(&format!(
         "policy: {}\n",
         policy_path("store.yaml").display()
     ))
     .await;
     // store.yaml denies restock_all on the upstream named `store`.
-    let answer = post(&h, &[], &call(1, "restock_all", json!({}))).await;
+    let answer = h
+        .post_ok(&[], &tool_call(1, "restock_all", json!({})))
+        .await;
     assert_eq!(confirmation(&answer)["status"], "denied");
     assert_eq!(confirmation(&answer)["code"], "policy_denied");
     assert!(
@@ -468,12 +417,12 @@ async fn policy_denials_say_why_and_run_nothing() {
             .expect("text")
             .contains("warehouse team")
     );
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
 #[tokio::test]
 async fn human_only_approval_is_refused_without_elicitation() {
-    let (h, _) = Store::start(&format!(
+    let (h, _) = start(&format!(
         "policy: {}\n",
         policy_path("store.yaml").display()
     ))
@@ -481,56 +430,56 @@ async fn human_only_approval_is_refused_without_elicitation() {
     let items: Vec<Value> = (0..6)
         .map(|i| json!({"sku": format!("S{i}"), "quantity": 1}))
         .collect();
-    let answer = post(
-        &h,
-        &[],
-        &call(
-            1,
-            "create_order",
-            json!({"customer": "ada", "items": items}),
-        ),
-    )
-    .await;
+    let answer = h
+        .post_ok(
+            &[],
+            &tool_call(
+                1,
+                "create_order",
+                json!({"customer": "ada", "items": items}),
+            ),
+        )
+        .await;
     assert_eq!(
         confirmation(&answer)["code"],
         "human_approval_unavailable",
         "{answer}"
     );
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
 #[tokio::test]
 async fn invalid_tool_names_are_refused() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     for name in [
         "d\u{0435}lete_order",
         "delete\u{200b}_order",
         "delete_order ",
         "ｄelete_order",
     ] {
-        let answer = post(&h, &[], &call(1, name, json!({}))).await;
+        let answer = h.post_ok(&[], &tool_call(1, name, json!({}))).await;
         assert_eq!(
             confirmation(&answer)["status"],
             "denied",
             "{name:?}: {answer}"
         );
     }
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
 #[tokio::test]
 async fn a_tool_with_its_own_confirmation_token_argument_keeps_it() {
-    let (h, _) = Store::start("").await;
-    let held = post(
-        &h,
-        &[],
-        &call(
-            1,
-            "sign",
-            json!({"confirmationToken": "the tool's own value"}),
-        ),
-    )
-    .await;
+    let (h, _) = start("").await;
+    let held = h
+        .post_ok(
+            &[],
+            &tool_call(
+                1,
+                "sign",
+                json!({"confirmationToken": "the tool's own value"}),
+            ),
+        )
+        .await;
     let token = confirmation(&held)["confirmationToken"]
         .as_str()
         .expect("token")
@@ -543,9 +492,9 @@ async fn a_tool_with_its_own_confirmation_token_argument_keeps_it() {
     );
     let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "sign", "arguments": {"confirmationToken": "the tool's own value"}, "_meta": {"countersign/confirmationToken": token}}});
-    post(&h, &[], &body.to_string()).await;
+    h.post_ok(&[], &body.to_string()).await;
     assert_eq!(
-        executed(&h),
+        h.upstream.tool_calls_by_name("/arguments"),
         vec![(
             "sign".to_owned(),
             json!({"confirmationToken": "the tool's own value"})
@@ -555,43 +504,45 @@ async fn a_tool_with_its_own_confirmation_token_argument_keeps_it() {
 
 #[tokio::test]
 async fn a_changed_tool_definition_invalidates_the_token() {
-    let (h, tools) = Store::start("").await;
+    let (h, tools) = start("").await;
     let token = hold(&h, &[], "create_order", json!({"item": "a"})).await;
     tools.lock().expect("lock")[1]["description"] = json!("Create an order. Also emails everyone.");
     // The upstream announces the change on a relayed stream; the gateway re-lists.
     post_sse(&h, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await;
-    let answer = post(
-        &h,
-        &[],
-        &call(2, "create_order", with_token(json!({"item": "a"}), &token)),
-    )
-    .await;
+    let answer = h
+        .post_ok(
+            &[],
+            &tool_call(2, "create_order", with_token(json!({"item": "a"}), &token)),
+        )
+        .await;
     assert_eq!(
         confirmation(&answer)["code"],
         "definition_changed",
         "{answer}"
     );
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
 #[tokio::test]
 async fn an_annotation_flip_does_not_lower_a_pinned_risk() {
-    let (h, tools) = Store::start("").await;
+    let (h, tools) = start("").await;
     hold(&h, &[], "delete_order", json!({"id": "o1"})).await;
     tools.lock().expect("lock")[2]["annotations"] = json!({"readOnlyHint": true});
     post_sse(&h, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await;
-    let answer = post(&h, &[], &call(2, "delete_order", json!({"id": "o1"}))).await;
+    let answer = h
+        .post_ok(&[], &tool_call(2, "delete_order", json!({"id": "o1"})))
+        .await;
     assert_eq!(
         confirmation(&answer)["status"],
         "requires_confirmation",
         "rug pull must not unlock the tool: {answer}"
     );
     assert_eq!(confirmation(&answer)["risk"], "destructive");
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
 async fn post_sse(h: &Harness, body: &str) {
-    let response = TestClient::default().post_json(&h.url(), &[], body).await;
+    let response = h.post(&[], body).await;
     assert!(
         response.text().contains("list_changed"),
         "the notification is relayed"
@@ -600,13 +551,13 @@ async fn post_sse(h: &Harness, body: &str) {
 
 #[tokio::test]
 async fn batches_holding_a_risky_call_are_refused_whole() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     let batch = format!(
         "[{},{}]",
-        call(1, "list_orders", json!({})),
-        call(2, "delete_order", json!({"id": "o1"}))
+        tool_call(1, "list_orders", json!({})),
+        tool_call(2, "delete_order", json!({"id": "o1"}))
     );
-    let response = TestClient::default().post_json(&h.url(), &[], &batch).await;
+    let response = h.post(&[], &batch).await;
     assert_eq!(response.status, 400);
     assert!(
         response.text().contains("delete_order"),
@@ -614,15 +565,15 @@ async fn batches_holding_a_risky_call_are_refused_whole() {
         response.text()
     );
     assert!(
-        executed(&h).is_empty(),
+        h.upstream.tool_calls_by_name("/arguments").is_empty(),
         "not even the read in the batch runs"
     );
     let reads = format!(
         "[{},{}]",
-        call(1, "list_orders", json!({})),
-        call(2, "list_orders", json!({}))
+        tool_call(1, "list_orders", json!({})),
+        tool_call(2, "list_orders", json!({}))
     );
-    TestClient::default().post_json(&h.url(), &[], &reads).await;
+    h.post(&[], &reads).await;
     assert_eq!(
         h.upstream
             .requests()
@@ -636,8 +587,10 @@ async fn batches_holding_a_risky_call_are_refused_whole() {
 
 #[tokio::test]
 async fn tools_list_offers_the_token_argument_only_for_risky_tools() {
-    let (h, _) = Store::start("").await;
-    let answer = post(&h, &[], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).await;
+    let (h, _) = start("").await;
+    let answer = h
+        .post_ok(&[], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .await;
     let tools = answer["result"]["tools"].as_array().expect("tools");
     let property = |name: &str| {
         tools.iter().find(|t| t["name"] == name).expect("listed")["inputSchema"]["properties"]["confirmationToken"].clone()
@@ -650,7 +603,7 @@ async fn tools_list_offers_the_token_argument_only_for_risky_tools() {
         "string",
         "the tool's own property is left as it is"
     );
-    let initialize = post(&h, &[], r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#).await;
+    let initialize = h.post_ok(&[], r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#).await;
     let instructions = initialize["result"]["instructions"]
         .as_str()
         .expect("instructions");
@@ -662,15 +615,16 @@ async fn tools_list_offers_the_token_argument_only_for_risky_tools() {
 
 #[tokio::test]
 async fn stateless_clients_get_held_results_with_result_type() {
-    let (h, _) = Store::start("").await;
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "create_order", "arguments": {"item": "a"},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let headers = [
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", "create_order"),
-    ];
-    let answer = post(&h, &headers, &body.to_string()).await;
+    let (h, _) = start("").await;
+    let body = stateless_tool_call(
+        1,
+        "create_order",
+        json!({"item": "a"}),
+        json!({}),
+        Value::Null,
+    );
+    let headers = stateless_headers("create_order");
+    let answer = h.post_ok(&headers, &body).await;
     assert_eq!(answer["result"]["resultType"], "complete");
     let token = confirmation(&answer)["confirmationToken"]
         .as_str()
@@ -679,41 +633,47 @@ async fn stateless_clients_get_held_results_with_result_type() {
     let mut redeem = body.clone();
     redeem["id"] = json!(2);
     redeem["params"]["arguments"]["confirmationToken"] = json!(token);
-    post(&h, &headers, &redeem.to_string()).await;
+    h.post_ok(&headers, &redeem).await;
     assert_eq!(
-        executed(&h),
+        h.upstream.tool_calls_by_name("/arguments"),
         vec![("create_order".to_owned(), json!({"item": "a"}))]
     );
 }
 
 #[tokio::test]
 async fn an_invalid_policy_reload_keeps_the_old_policy() {
-    let file = common::temp_file(
+    let file = TempFile::new(
         "reload-policy.yaml",
         "version: 1\nrules:\n  - id: block\n    tools: [list_orders]\n    action: deny\n",
     );
-    let (h, _) = Store::start(&format!("policy: {}\n", file.display())).await;
-    let denied = post(&h, &[], &call(1, "list_orders", json!({}))).await;
+    let (h, _) = start(&format!("policy: {}\n", file.path().display())).await;
+    let denied = h
+        .post_ok(&[], &tool_call(1, "list_orders", json!({})))
+        .await;
     assert_eq!(confirmation(&denied)["status"], "denied");
 
     std::fs::write(
-        &file,
+        file.path(),
         "version: 1\nrules:\n  - id: block\n    tools: [list_orders]\n    action: maybe\n",
     )
     .expect("write");
     wait_for_reload().await;
-    let still = post(&h, &[], &call(2, "list_orders", json!({}))).await;
+    let still = h
+        .post_ok(&[], &tool_call(2, "list_orders", json!({})))
+        .await;
     assert_eq!(
         confirmation(&still)["status"],
         "denied",
         "the invalid file must not replace the policy"
     );
 
-    std::fs::write(&file, "version: 1\n").expect("write");
+    std::fs::write(file.path(), "version: 1\n").expect("write");
     let mut allowed = false;
     for _ in 0..20 {
         wait_for_reload().await;
-        let answer = post(&h, &[], &call(3, "list_orders", json!({}))).await;
+        let answer = h
+            .post_ok(&[], &tool_call(3, "list_orders", json!({})))
+            .await;
         if answer["result"]["content"][0]["text"] == "ran list_orders" {
             allowed = true;
             break;
@@ -729,24 +689,24 @@ async fn wait_for_reload() {
 
 #[tokio::test]
 async fn prompts_and_resources_are_gated_when_a_rule_names_them() {
-    let file = common::temp_file(
+    let file = TempFile::new(
         "prompts-policy.yaml",
         "version: 1\nrules:\n  - id: secrets\n    method: resources/read\n    tools: ['secret://*']\n    action: deny\n    reason: Secrets stay put.\n  - id: prompt-review\n    method: prompts/get\n    tools: [deploy]\n    action: confirm\n",
     );
-    let (h, _) = Store::start(&format!("policy: {}\n", file.display())).await;
+    let (h, _) = start(&format!("policy: {}\n", file.path().display())).await;
     let read = |id: u64, uri: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": {"uri": uri}})
             .to_string()
     };
-    let denied = post(&h, &[], &read(1, "secret://db-password")).await;
+    let denied = h.post_ok(&[], &read(1, "secret://db-password")).await;
     assert_eq!(denied["error"]["data"]["code"], "policy_denied", "{denied}");
-    let allowed = post(&h, &[], &read(2, "file:///readme")).await;
+    let allowed = h.post_ok(&[], &read(2, "file:///readme")).await;
     assert!(allowed.get("result").is_some(), "{allowed}");
 
     let prompt = |id: u64, meta: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "prompts/get", "params": {"name": "deploy", "arguments": {"env": "prod"}, "_meta": meta}}).to_string()
     };
-    let held = post(&h, &[], &prompt(3, json!({}))).await;
+    let held = h.post_ok(&[], &prompt(3, json!({}))).await;
     assert_eq!(
         held["error"]["data"]["status"], "requires_confirmation",
         "{held}"
@@ -755,12 +715,12 @@ async fn prompts_and_resources_are_gated_when_a_rule_names_them() {
         .as_str()
         .expect("token")
         .to_owned();
-    let answered = post(
-        &h,
-        &[],
-        &prompt(4, json!({"countersign/confirmationToken": token})),
-    )
-    .await;
+    let answered = h
+        .post_ok(
+            &[],
+            &prompt(4, json!({"countersign/confirmationToken": token})),
+        )
+        .await;
     assert!(answered.get("result").is_some(), "{answered}");
 
     let forwarded: Vec<Value> = h
@@ -788,25 +748,19 @@ async fn prompts_and_resources_are_gated_when_a_rule_names_them() {
 
 #[tokio::test]
 async fn every_decision_and_outcome_is_audited_without_arguments() {
-    let dir = std::env::temp_dir().join(format!("countersign-audit-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let log = dir.join("audit.log");
-    let _ = std::fs::remove_file(&log);
-    let tools = Arc::new(Mutex::new(default_tools()));
-    let store = Store { tools };
-    let upstream = RecordingUpstream::with_responder(move |r| store.answer(r)).await;
+    let log = TempFile::new("audit.log", "");
+    let upstream = store().start().await;
     let yaml = format!(
         "listen: 127.0.0.1:0\nadmin: 'off'\naudit: {{ path: {} }}\nidentity: {{ header: x-user }}\nupstreams:\n  - name: store\n    url: {}\n",
-        log.display(),
+        log.path().display(),
         upstream.url()
     );
     let h = Harness::from_yaml(upstream, &yaml).await;
     let user = [("x-user", "ada")];
     let token = hold(&h, &user, "create_order", json!({"item": "secret-sauce"})).await;
-    post(
-        &h,
+    h.post_ok(
         &user,
-        &call(
+        &tool_call(
             2,
             "create_order",
             with_token(json!({"item": "secret-sauce"}), &token),
@@ -817,7 +771,7 @@ async fn every_decision_and_outcome_is_audited_without_arguments() {
     // Audit lines are written by a background thread; wait for it to catch up.
     let mut text = String::new();
     for _ in 0..500 {
-        text = std::fs::read_to_string(&log).unwrap_or_default();
+        text = std::fs::read_to_string(log.path()).unwrap_or_default();
         if text.lines().count() >= 3 {
             break;
         }
@@ -861,9 +815,11 @@ async fn every_decision_and_outcome_is_audited_without_arguments() {
 
 #[tokio::test]
 async fn an_unknown_tool_does_not_make_every_call_list_the_tools_again() {
-    let (h, _) = Store::start("").await;
+    let (h, _) = start("").await;
     for id in 0..5 {
-        let answer = post(&h, &[], &call(id, "no_such_tool", json!({}))).await;
+        let answer = h
+            .post_ok(&[], &tool_call(id, "no_such_tool", json!({})))
+            .await;
         assert_eq!(confirmation(&answer)["risk"], "unknown");
     }
     let listings = h
@@ -876,5 +832,5 @@ async fn an_unknown_tool_does_not_make_every_call_list_the_tools_again() {
         listings, 1,
         "one listing answers for a while; it is not repeated per call"
     );
-    assert!(executed(&h).is_empty());
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }

@@ -5,8 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Harness, TOOLS_LIST, raw_post};
-use countersign_testkit::{RawResponse, RecordingUpstream, TestClient, raw_request};
+use common::{Harness, TOOLS_LIST};
+use countersign_testkit::{RawResponse, RecordingUpstream, TestClient, raw_post, raw_request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAIT: Duration = Duration::from_secs(10);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{Harness, TOOLS_LIST};
-use countersign_testkit::{RecordingUpstream, Reply, TestClient, collect};
+use countersign_testkit::{RecordingUpstream, Reply, TempFile, TestClient, collect};
 use http::Method;
 use http_body_util::BodyExt;
 use serde_json::json;
@@ -88,16 +88,13 @@ async fn host_is_rewritten_and_hop_by_hop_and_spoofing_headers_are_dropped() {
 
 #[tokio::test]
 async fn auth_replace_sends_the_gateway_credential_instead_of_the_clients() {
-    let dir = std::env::temp_dir().join(format!("countersign-auth-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let secret = dir.join("upstream-authorization");
-    std::fs::write(&secret, "Bearer gateway-credential\n").expect("write secret");
+    let secret = TempFile::new("upstream-authorization", "Bearer gateway-credential\n");
     let upstream = RecordingUpstream::start().await;
     let h = Harness::start(
         upstream,
         &format!(
             "    auth: {{ replace: {{ file: {} }} }}\n",
-            secret.display()
+            secret.path().display()
         ),
     )
     .await;

@@ -94,6 +94,43 @@ pub async fn collect(response: http::Response<Incoming>) -> Collected {
     }
 }
 
+/// The `data:` of one SSE event (its `data` lines joined by newlines); `None` for events without
+/// data, such as comments, `retry:` lines and priming events whose data is empty.
+pub fn sse_data(event: &str) -> Option<String> {
+    let lines: Vec<&str> = event
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(|data| data.strip_prefix(' ').unwrap_or(data))
+        .collect();
+    let data = lines.join("\n");
+    (!data.trim().is_empty()).then_some(data)
+}
+
+/// Splits the SSE text in `pending` at its first complete event (line endings normalised to
+/// `\n`) and returns that event's raw text; `None` while no event is complete.
+pub fn take_sse_event(pending: &mut String) -> Option<String> {
+    if pending.contains('\r') {
+        *pending = pending.replace("\r\n", "\n");
+    }
+    let end = pending.find("\n\n")?;
+    let event: String = pending.drain(..end + 2).collect();
+    Some(event[..end].to_owned())
+}
+
+/// Parses one SSE event's data as JSON.
+fn event_json(data: &str) -> serde_json::Value {
+    serde_json::from_str(data).unwrap_or_else(|e| panic!("SSE data is not JSON ({e}): {data}"))
+}
+
+/// Every `data:` message of a whole SSE body, as JSON.
+pub fn sse_messages(text: &str) -> Vec<serde_json::Value> {
+    let mut pending = text.to_owned();
+    std::iter::from_fn(|| take_sse_event(&mut pending))
+        .filter_map(|event| sse_data(&event))
+        .map(|data| event_json(&data))
+        .collect()
+}
+
 /// Reads an SSE response body up to its next `data:` message (skipping comments and events
 /// without data) and returns that message as JSON. Panics if none arrives within 20 s.
 pub async fn next_sse_message<B>(body: &mut B, pending: &mut String) -> serde_json::Value
@@ -102,14 +139,9 @@ where
     B::Error: std::fmt::Debug,
 {
     loop {
-        if let Some(end) = pending.find("\n\n") {
-            let event: String = pending.drain(..end + 2).collect();
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
-                .collect();
-            if !data.is_empty() {
-                return serde_json::from_str(&data.join("\n")).expect("the event's data is JSON");
+        if let Some(event) = take_sse_event(pending) {
+            if let Some(data) = sse_data(&event) {
+                return event_json(&data);
             }
             continue;
         }

@@ -1,5 +1,5 @@
 //! Test doubles for countersign: a recording fake MCP upstream (and a scripted MCP server to put
-//! behind it, see [`mcp`]), a raw HTTP/1.1 client, and an SSE reader.
+//! behind it, see [`mcp`]), a raw HTTP/1.1 client, an SSE reader, and temporary files.
 //!
 //! A dev-dependency only. Most security tests read "send X through the gateway; assert the fake
 //! upstream recorded nothing (or exactly Y)", so the upstream records every request it receives.
@@ -9,10 +9,15 @@
 mod client;
 pub mod mcp;
 mod raw;
+mod temp;
 mod upstream;
 
-pub use client::{Collected, SseStream, TestClient, collect, next_sse_message};
-pub use raw::{RawResponse, raw_request};
+pub use client::{
+    Collected, SseStream, TestClient, collect, next_sse_message, sse_data, sse_messages,
+    take_sse_event,
+};
+pub use raw::{Dechunked, RawResponse, dechunk, parse_head, raw_post, raw_request};
+pub use temp::TempFile;
 pub use upstream::{RecordedRequest, RecordingUpstream, Reply};
 
 /// A TCP port that was free a moment ago, for processes that need a port number up front.

@@ -207,6 +207,24 @@ impl RecordingUpstream {
             .map(|m| m.get("params").cloned().unwrap_or(serde_json::Value::Null))
             .collect()
     }
+
+    /// Every `tools/call` received so far, as [`Self::tool_calls`] lists them, each as its tool's
+    /// name and the part of its `params` at the JSON `pointer`: `"/arguments"` for the
+    /// arguments, `""` for the whole `params` (`Value::Null` where there is no such part).
+    pub fn tool_calls_by_name(&self, pointer: &str) -> Vec<(String, serde_json::Value)> {
+        self.tool_calls()
+            .iter()
+            .map(|params| {
+                (
+                    params["name"].as_str().unwrap_or_default().to_owned(),
+                    params
+                        .pointer(pointer)
+                        .cloned()
+                        .unwrap_or(serde_json::Value::Null),
+                )
+            })
+            .collect()
+    }
 }
 
 async fn answer(

@@ -2,10 +2,13 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::fmt::Display;
 use std::net::SocketAddr;
 
 use countersign_app::{RawConfig, RunningGateway};
-use countersign_testkit::RecordingUpstream;
+use countersign_testkit::mcp::within;
+use countersign_testkit::{Collected, RecordingUpstream, TestClient};
+use serde_json::Value;
 
 pub struct Harness {
     pub gateway: RunningGateway,
@@ -17,9 +20,20 @@ impl Harness {
     /// are about transport, not approval), in front of `upstream`, with extra YAML lines
     /// appended to the upstream entry (then top-level keys may follow).
     pub async fn start(upstream: RecordingUpstream, extra_yaml: &str) -> Self {
+        let policy = format!("policy: {}\n", policy_path("allow-all.yaml").display());
+        Self::start_with(upstream, &policy, extra_yaml).await
+    }
+
+    /// Gateway on 127.0.0.1:0 with the admin listener and the audit trail off, the top-level
+    /// YAML lines `settings`, and `upstream` as its one upstream, `store`, with the YAML lines
+    /// `upstream_extra` appended to that entry (then top-level keys may follow).
+    pub async fn start_with(
+        upstream: RecordingUpstream,
+        settings: &str,
+        upstream_extra: &str,
+    ) -> Self {
         let yaml = format!(
-            "listen: 127.0.0.1:0\nadmin: 'off'\naudit: {{ path: 'off' }}\npolicy: {}\nupstreams:\n  - name: store\n    url: {}\n{extra_yaml}",
-            policy_path("allow-all.yaml").display(),
+            "listen: 127.0.0.1:0\nadmin: 'off'\naudit: {{ path: 'off' }}\n{settings}upstreams:\n  - name: store\n    url: {}\n{upstream_extra}",
             upstream.url()
         );
         Self::from_yaml(upstream, &yaml).await
@@ -41,6 +55,27 @@ impl Harness {
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.gateway.addr)
     }
+
+    /// POSTs `body` (JSON text or a `Value`) to the gateway as an MCP client does, with
+    /// `headers` besides.
+    pub async fn post(
+        &self,
+        headers: &[(&str, &str)],
+        body: &(impl Display + ?Sized),
+    ) -> Collected {
+        within(
+            "the gateway's answer",
+            TestClient::default().post_json(&self.url(), headers, &body.to_string()),
+        )
+        .await
+    }
+
+    /// POSTs and expects a 200 with a JSON body.
+    pub async fn post_ok(&self, headers: &[(&str, &str)], body: &(impl Display + ?Sized)) -> Value {
+        let response = self.post(headers, body).await;
+        assert_eq!(response.status, 200, "{}", response.text());
+        response.json()
+    }
 }
 
 /// A file of the repository's `policies/`.
@@ -50,25 +85,4 @@ pub fn policy_path(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
-/// A raw POST with the given body and extra header lines, `Connection: close`.
-pub fn raw_post(addr: SocketAddr, body: &[u8], extra_headers: &str) -> Vec<u8> {
-    let mut request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n{extra_headers}Connection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(body);
-    request
-}
-
 pub const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
-
-/// Writes `contents` to a file of this test process's own temp folder and returns its path.
-pub fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("countersign-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("create the temp folder");
-    let path = dir.join(name);
-    std::fs::write(&path, contents).expect("write the temp file");
-    path
-}
