@@ -111,3 +111,6 @@ async fn buffer(upstream: &Upstream, body: Incoming) -> Result<Bytes, ProxyError
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

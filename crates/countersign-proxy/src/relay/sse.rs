@@ -18,6 +18,23 @@ use super::Observer;
 use crate::body::BoxError;
 use crate::metrics::StreamGuard;
 
+/// Encodes every event `next` yields (after the observer saw it) into one frame; `None` when
+/// there was none.
+fn drain(
+    decoder: &mut SseDecoder,
+    observer: &mut Option<Observer>,
+    next: fn(&mut SseDecoder) -> Result<Option<SseEvent>, countersign_jsonrpc::sse::SseError>,
+) -> Result<Option<Frame<Bytes>>, BoxError> {
+    let mut out = Vec::new();
+    while let Some(mut event) = next(decoder).map_err(Box::new)? {
+        if let Some(observer) = observer.as_mut() {
+            observe_event(observer, &mut event);
+        }
+        event.encode(&mut out);
+    }
+    Ok((!out.is_empty()).then(|| Frame::data(Bytes::from(out))))
+}
+
 /// Lets the observer see (and replace) the data of one event.
 fn observe_event(observer: &mut Observer, event: &mut SseEvent) {
     let Some(data) = event.data() else { return };
@@ -94,24 +111,11 @@ where
         let mut this = self.project();
         loop {
             // Drain every event already complete into one frame: one write per upstream chunk.
-            let mut out = Vec::new();
-            loop {
-                match this.decoder.next_event() {
-                    Ok(Some(mut event)) => {
-                        if let Some(observer) = this.observer.as_mut() {
-                            observe_event(observer, &mut event);
-                        }
-                        event.encode(&mut out)
-                    }
-                    Ok(None) => break,
-                    Err(error) => return Poll::Ready(Some(Err(Box::new(error)))),
-                }
-            }
-            if !out.is_empty() {
-                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-            }
-            if *this.upstream_done {
-                return Poll::Ready(None);
+            match drain(this.decoder, this.observer, SseDecoder::next_event) {
+                Err(error) => return Poll::Ready(Some(Err(error))),
+                Ok(Some(frame)) => return Poll::Ready(Some(Ok(frame))),
+                Ok(None) if *this.upstream_done => return Poll::Ready(None),
+                Ok(None) => {}
             }
             match ready!(this.upstream.as_mut().poll_frame(cx)) {
                 Some(Ok(frame)) => {
@@ -125,24 +129,10 @@ where
                     return Poll::Ready(Some(Err(error)));
                 }
                 None => {
+                    // The stream ended: whatever the decoder still holds is the last event.
                     *this.upstream_done = true;
-                    let mut out = Vec::new();
-                    loop {
-                        match this.decoder.finish() {
-                            Ok(Some(mut event)) => {
-                                if let Some(observer) = this.observer.as_mut() {
-                                    observe_event(observer, &mut event);
-                                }
-                                event.encode(&mut out)
-                            }
-                            Ok(None) => break,
-                            Err(error) => return Poll::Ready(Some(Err(Box::new(error)))),
-                        }
-                    }
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-                    }
-                    return Poll::Ready(None);
+                    let last = drain(this.decoder, this.observer, SseDecoder::finish);
+                    return Poll::Ready(last.transpose());
                 }
             }
         }
