@@ -132,7 +132,8 @@ pub fn sse_messages(text: &str) -> Vec<serde_json::Value> {
 }
 
 /// Reads an SSE response body up to its next `data:` message (skipping comments and events
-/// without data) and returns that message as JSON. Panics if none arrives within 20 s.
+/// without data, priming events included) and returns that message as JSON. Panics if none
+/// arrives within 20 s.
 pub async fn next_sse_message<B>(body: &mut B, pending: &mut String) -> serde_json::Value
 where
     B: http_body::Body<Data = Bytes> + Unpin,
