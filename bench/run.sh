@@ -21,6 +21,7 @@
 #
 # Knobs (environment): BENCH_DURATION (s, default 10), BENCH_WARMUP (s, 2), BENCH_ROUNDS (3),
 # BENCH_CONNECTIONS (64), BENCH_SCENARIOS ("pinned default"), BENCH_SKIP_BUILD=1,
+# BENCH_GATEWAY_BIN (the countersign binary to measure; default this checkout's release build),
 # BENCH_NICE (-10: priority of every process started here; 0 leaves it alone),
 # BENCH_QUIET_BUDGET (900 s spent at most waiting for an idle machine and redoing disturbed
 # measurements), BENCH_MAX_FOREIGN (5: % of the CPUs other processes may use before a redo).
@@ -79,7 +80,8 @@ if [[ $NICE != 0 ]] && ! renice -n "$NICE" -p $$ >/dev/null 2>&1; then
     NICE=0
 fi
 
-GATEWAY_BIN=$ROOT/target/release/countersign
+# BENCH_GATEWAY_BIN measures another build (say, the previous commit's) with this script.
+GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/release/countersign}
 LOADGEN=$ROOT/target/loadgen/release/countersign-loadgen
 [[ -x $GATEWAY_BIN && -x $LOADGEN ]] || die "binaries missing; run without BENCH_SKIP_BUILD"
 
@@ -347,7 +349,8 @@ run_scenario() {
     [[ -n $threads ]] && gw_env+=("TOKIO_WORKER_THREADS=$threads")
     "${sut[@]}" "${gw_env[@]}" "$GATEWAY_BIN" serve \
         --upstream "http://127.0.0.1:$up_port/mcp" \
-        --listen "127.0.0.1:$gw_port" --admin off 2>"$RAW/gateway-$scenario.log" &
+        --listen "127.0.0.1:$gw_port" --admin off --policy "$BENCH/policy.yaml" \
+        2>"$RAW/gateway-$scenario.log" &
     local gw_pid=$!
     PIDS+=("$gw_pid")
     wait_port "$gw_port"
@@ -366,8 +369,10 @@ run_scenario() {
     for t in "${targets[@]}"; do
         code=$(curl_target "${url[$t]}") || die "$t: request failed"
         [[ $code == 200 ]] || die "$t: HTTP $code: $(head -c 300 "$WORK/probe.body")"
+        # A different body means the call was not forwarded (held or refused): the figures
+        # would measure something else.
         cmp -s "$WORK/probe.body" "$BENCH/upstream_response.json" \
-            || log "note: $t answers with a body that differs from upstream_response.json"
+            || die "$t answers with a body that differs from upstream_response.json: $(head -c 300 "$WORK/probe.body")"
     done
 
     log "$scenario: ports upstream $up_port, nginx $nginx_port, gateway $gw_port"

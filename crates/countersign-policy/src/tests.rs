@@ -1024,6 +1024,15 @@ fn every_example_policy_is_valid() {
 }
 
 #[test]
+fn the_benchmark_policy_lets_the_benchmarked_read_through() {
+    let p = policy(include_str!("../../../bench/policy.yaml"));
+    assert_eq!(
+        decide(&p, &Catalog::new(), "default", "list_products"),
+        rd(Risk::Read, Action::Allow, "lookups")
+    );
+}
+
+#[test]
 fn default_example_behaves_like_no_policy() {
     let file = policy(include_str!("../../../policies/default.yaml"));
     let none = Policy::default();
