@@ -169,6 +169,8 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
             AuditSink::new(Box::new(file), approval.audit_arguments)
         }
     };
+    // Each held question waits on two hand-over keys: its answer and its call's cancellation.
+    let handover_waiters = approval.max_pending_questions.saturating_mul(2);
     let (store, handover, pins): (
         Arc<dyn ReplayStore>,
         Arc<dyn AnswerHandover>,
@@ -176,7 +178,7 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
     ) = match &approval.redis {
         None => (
             Arc::new(MemoryReplayStore::new(approval.replay_max_entries.get())),
-            Arc::new(MemoryAnswerHandover::new(approval.max_pending_questions)),
+            Arc::new(MemoryAnswerHandover::new(handover_waiters)),
             Arc::new(LocalPins),
         ),
         Some(redis) => {
@@ -189,7 +191,7 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
                 RedisAnswerHandover::connect(&redis.url, &redis.namespace, redis.command_timeout)
                     .await
                     .with_context(connect_error)?
-                    .with_max_waiters(approval.max_pending_questions);
+                    .with_max_waiters(handover_waiters);
             let pins = RedisPinShare::connect(&redis.url, &redis.namespace, redis.command_timeout)
                 .await
                 .with_context(connect_error)?;
