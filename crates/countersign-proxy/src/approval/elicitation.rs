@@ -19,6 +19,7 @@ use countersign_jsonrpc::message::{Message, Notification, Request, RequestId, Re
 use countersign_jsonrpc::sse::SseEvent;
 use countersign_jsonrpc::strict::parse_strict;
 use countersign_policy::Principal;
+use futures_util::FutureExt as _;
 use http::{HeaderMap, HeaderValue, header};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
@@ -189,7 +190,19 @@ where
         .wait(&cancel_key, settings.elicitation_timeout);
     approvals.held.track(&session, &call_id, true);
     debug!(upstream = gated.route.label, tool = %audit.target, "asking the person on the call's stream");
-    let settled = if events.send(event(&question)).await.is_err() {
+    // A registration the hand-over refused (full, or its store down) fails at the first poll:
+    // then the person is not asked a question whose answer could never arrive.
+    let at_once = match (
+        (&mut answered).now_or_never(),
+        (&mut cancelled).now_or_never(),
+    ) {
+        (Some(answer), _) => Some(judge(answer, &question_id, &audit.principal)),
+        (None, Some(cancel)) => Some(cancellation(cancel)),
+        (None, None) => None,
+    };
+    let settled = if let Some(settled) = at_once {
+        settled
+    } else if events.send(event(&question)).await.is_err() {
         Settled::ClientGone
     } else {
         let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
@@ -197,11 +210,7 @@ where
         loop {
             tokio::select! {
                 answer = &mut answered => break judge(answer, &question_id, &audit.principal),
-                cancel = &mut cancelled => break match cancel {
-                    Ok(Some(_)) => Settled::Refused("rejected:not_approved(cancelled)"),
-                    Ok(None) => Settled::Refused("rejected:not_approved(timeout)"),
-                    Err(_) => Settled::Refused("rejected:store_unavailable"),
-                },
+                cancel = &mut cancelled => break cancellation(cancel),
                 // A client that goes away can no longer see the result; nothing runs.
                 () = events.closed() => break Settled::ClientGone,
                 _ = keep_alive.tick() => {
@@ -306,6 +315,15 @@ async fn forward<S>(
     let mut out = Vec::new();
     SseEvent::message(&message).encode(&mut out);
     let _ = events.send(Bytes::from(out)).await;
+}
+
+/// What the wait for the call's cancellation ended in.
+fn cancellation(waited: Result<Option<Vec<u8>>, countersign_store::StoreError>) -> Settled {
+    match waited {
+        Ok(Some(_)) => Settled::Refused("rejected:not_approved(cancelled)"),
+        Ok(None) => Settled::Refused("rejected:not_approved(timeout)"),
+        Err(_) => Settled::Refused("rejected:store_unavailable"),
+    }
 }
 
 /// Judges what the hand-over brought for the question: only an accept with the box ticked, to

@@ -11,7 +11,7 @@ use http::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
 
-use super::{ApprovalLayer, Approvals, Approve, Cleared};
+use super::{ApprovalLayer, ApprovalSettings, Approvals, Approve, Cleared};
 use crate::audit::CallAudit;
 use crate::body::ResponseBody;
 use crate::classify::Classify;
@@ -36,8 +36,15 @@ struct Gateway {
 
 impl Gateway {
     fn new() -> Self {
+        Self::with_settings(|_| {})
+    }
+
+    /// A gateway whose approval settings `adjust` changed.
+    fn with_settings(adjust: impl FnOnce(&mut ApprovalSettings)) -> Self {
         let clock = Arc::new(ManualClock::at_unix_secs(1_800_000_000));
-        let approvals = Arc::new(Approvals::new(approval_settings(clock.clone())));
+        let mut settings = approval_settings(clock.clone());
+        adjust(&mut settings);
+        let approvals = Arc::new(Approvals::new(settings));
         let policy = policy(
             "token_ttl: 60s\n\
              rules:\n  \
@@ -420,4 +427,27 @@ async fn an_approved_question_forwards_exactly_the_held_call_on_its_stream() {
         json!({"jsonrpc": "2.0", "id": 3, "result": {"ran": "create_order"}})
     );
     assert!(received_nothing(&mut gateway.inner), "forwarded once");
+}
+
+#[tokio::test]
+async fn a_question_whose_answer_could_not_be_handed_over_is_not_asked() {
+    // A hand-over with no room for another waiter, as when max_pending_questions are waiting.
+    let mut gateway = Gateway::with_settings(|settings| {
+        settings.handover = Arc::new(countersign_store::MemoryAnswerHandover::new(0));
+    });
+    let headers = eliciting_session(&gateway);
+
+    let (response, received) = gateway.post(&headers, &create_order()).await;
+
+    let mut body = response.into_body();
+    let first = next_sse_message(&mut body, &mut String::new()).await;
+    assert_ne!(
+        first["method"], "elicitation/create",
+        "asked anyway: {first}"
+    );
+    assert_eq!(
+        first["result"]["_meta"][CONFIRMATION_META]["code"],
+        "store_unavailable"
+    );
+    assert!(received.is_empty() && received_nothing(&mut gateway.inner));
 }
