@@ -70,7 +70,7 @@ where
             payload, mirrored, ..
         } = post;
         let label = route.label;
-        let metrics = self.approvals.settings.metrics.clone();
+        let metrics = &self.approvals.settings.metrics;
         match payload {
             Payload::Batch(messages) => match batch::judge(&messages, &classification) {
                 Ok(()) => {
@@ -88,7 +88,7 @@ where
                     self.pass(parts, Payload::Batch(messages), mirrored)
                 }
                 Err(error) => ResponseFuture::answered(
-                    Answer::Refuse(error).into_response(&asked, &metrics, label),
+                    Answer::Refuse(error).into_response(&asked, metrics, label),
                 ),
             },
             Payload::Single(Message::Response(reply)) if elicitation::is_our_question(&reply) => {
@@ -101,7 +101,7 @@ where
                         reply,
                     )
                     .await;
-                    taken.into_response(&asked, &metrics, label)
+                    taken.into_response(&asked, &approvals.settings.metrics, label)
                 })
             }
             Payload::Single(Message::Notification(cancel))
@@ -141,13 +141,13 @@ where
                         } else {
                             let error = ProxyError::GatedNotification(judged.call.target);
                             ResponseFuture::answered(
-                                Answer::Refuse(error).into_response(&asked, &metrics, label),
+                                Answer::Refuse(error).into_response(&asked, metrics, label),
                             )
                         }
                     }
                     (_, Some(_), None) => ResponseFuture::answered(
                         Answer::Refuse(ProxyError::Unauthenticated)
-                            .into_response(&asked, &metrics, label),
+                            .into_response(&asked, metrics, label),
                     ),
                     (Message::Request(call), None, principal) if call.method == "initialize" => {
                         self.initialize(parts, call, principal, mirrored)

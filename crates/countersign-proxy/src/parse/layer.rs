@@ -1,19 +1,22 @@
+use std::sync::Arc;
+
 use tower::Layer;
 
-use super::service::Parse;
+use super::service::{Parse, ParseSettings};
 use crate::config::Limits;
 use crate::metrics::ProxyMetrics;
 
 /// Applies [`Parse`] to a service.
 #[derive(Debug, Clone)]
 pub struct ParseLayer {
-    limits: Limits,
-    metrics: ProxyMetrics,
+    settings: Arc<ParseSettings>,
 }
 
 impl ParseLayer {
     pub fn new(limits: Limits, metrics: ProxyMetrics) -> Self {
-        Self { limits, metrics }
+        Self {
+            settings: Arc::new(ParseSettings { limits, metrics }),
+        }
     }
 }
 
@@ -23,8 +26,7 @@ impl<S> Layer<S> for ParseLayer {
     fn layer(&self, inner: S) -> Self::Service {
         Parse {
             inner,
-            limits: self.limits.clone(),
-            metrics: self.metrics.clone(),
+            settings: self.settings.clone(),
         }
     }
 }

@@ -1,4 +1,5 @@
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,6 +22,12 @@ use crate::route::Route;
 #[derive(Debug, Clone)]
 pub struct Parse<S> {
     pub(super) inner: S,
+    pub(super) settings: Arc<ParseSettings>,
+}
+
+/// What every request's parse reads, shared so a request clones one pointer.
+#[derive(Debug)]
+pub(super) struct ParseSettings {
     pub(super) limits: Limits,
     pub(super) metrics: ProxyMetrics,
 }
@@ -51,11 +58,12 @@ where
         // services called from a future).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let (limits, metrics) = (self.limits.clone(), self.metrics.clone());
+        let settings = self.settings.clone();
         ResponseFuture::working(async move {
             let (parts, body) = request.into_parts();
             let label = parts.extensions.get::<Route>().map_or("none", |r| r.label);
-            let refuse = |error: ProxyError, id| error.answer(id, &metrics, label, "POST");
+            let (limits, metrics) = (&settings.limits, &settings.metrics);
+            let refuse = |error: ProxyError, id| error.answer(id, metrics, label, "POST");
             let bytes =
                 match collect_limited(body, limits.max_body_bytes.get(), limits.body_timeout).await
                 {
