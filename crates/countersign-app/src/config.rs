@@ -56,6 +56,11 @@ pub struct RawConfig {
     pub elicitation_timeout: Option<String>,
     /// Most questions waiting for an answer at once; more are refused. Default `10000`.
     pub max_pending_questions: Option<usize>,
+    /// Most questions waiting at once for one principal, per replica; past it only that
+    /// principal's calls are refused (`rate_limited`). Default `100`.
+    pub max_pending_questions_per_principal: Option<usize>,
+    /// Most questions waiting at once in one session, per replica. Default `20`.
+    pub max_pending_questions_per_session: Option<usize>,
     /// Redis shared by every replica: spent confirmations, elicitation answers and pinned
     /// risks. Without it, all of these live in this process only.
     pub redis: Option<RawRedis>,
@@ -203,6 +208,7 @@ pub struct ApprovalConfig {
     pub replay_max_entries: NonZeroUsize,
     pub elicitation_timeout: Duration,
     pub max_pending_questions: usize,
+    pub question_caps: countersign_proxy::approval::QuestionCaps,
     pub redis: Option<RedisConfig>,
 }
 
@@ -385,6 +391,21 @@ impl RawConfig {
             "max_pending_questions",
         )?
         .get();
+        let defaults = countersign_proxy::approval::QuestionCaps::default();
+        approval.question_caps = countersign_proxy::approval::QuestionCaps {
+            per_principal: nonzero(
+                self.max_pending_questions_per_principal
+                    .unwrap_or(defaults.per_principal),
+                "max_pending_questions_per_principal",
+            )?
+            .get(),
+            per_session: nonzero(
+                self.max_pending_questions_per_session
+                    .unwrap_or(defaults.per_session),
+                "max_pending_questions_per_session",
+            )?
+            .get(),
+        };
         Ok(Config {
             listen,
             admin,
@@ -598,6 +619,7 @@ fn approval_config(
         )?,
         elicitation_timeout: Duration::from_secs(300),
         max_pending_questions: 10_000,
+        question_caps: countersign_proxy::approval::QuestionCaps::default(),
         redis: None,
     })
 }

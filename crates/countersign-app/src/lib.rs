@@ -216,6 +216,7 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
             clock: Arc::new(SystemClock),
             sessions: Arc::new(SessionBook::default()),
             max_event_bytes: config.proxy.limits.max_sse_event_bytes.get(),
+            question_caps: approval.question_caps,
         },
         metrics,
     })

@@ -23,7 +23,7 @@ use tower::util::MapErr;
 use tower::{Service, ServiceExt};
 use tower_test::mock;
 
-use crate::approval::ApprovalSettings;
+use crate::approval::{ApprovalSettings, QuestionCaps};
 use crate::audit::AuditSink;
 use crate::body::{BoxError, ResponseBody};
 use crate::catalog::CatalogSync;
@@ -171,6 +171,7 @@ pub(crate) fn approval_settings(clock: Arc<dyn Clock>) -> ApprovalSettings {
         clock,
         sessions: Arc::new(SessionBook::default()),
         max_event_bytes: MAX_EVENT_BYTES,
+        question_caps: QuestionCaps::default(),
     }
 }
 

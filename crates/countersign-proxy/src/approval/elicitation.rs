@@ -10,9 +10,7 @@
 //! (possibly to another replica) under the session and the question id; a cancellation, which
 //! names only the call's id, under the session and the call id.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Mutex;
 
 use bytes::Bytes;
 use countersign_jsonrpc::message::{Message, Notification, Request, RequestId, Response};
@@ -40,34 +38,6 @@ use crate::audit::CallAudit;
 use crate::body::{BoxError, ResponseBody};
 use crate::error::ProxyError;
 use crate::wire::REQUEST_ID_PREFIX;
-
-/// Calls held on this replica, per session, so ending a session settles them.
-#[derive(Debug, Default)]
-pub(super) struct HeldQuestions(Mutex<HashMap<String, Vec<RequestId>>>);
-
-impl HeldQuestions {
-    fn track(&self, session: &str, call_id: &RequestId, waiting: bool) {
-        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let ids = held.entry(session.to_owned()).or_default();
-        if waiting {
-            ids.push(call_id.clone());
-        } else {
-            ids.retain(|id| id != call_id);
-            if ids.is_empty() {
-                held.remove(session);
-            }
-        }
-    }
-
-    fn of(&self, session: &str) -> Vec<RequestId> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(session)
-            .cloned()
-            .unwrap_or_default()
-    }
-}
 
 /// A held call waiting for the person's answer on its SSE stream.
 #[derive(Debug)]
@@ -157,7 +127,8 @@ where
 /// How a question ended.
 enum Settled {
     Approved,
-    Refused(&'static str),
+    /// Refused with this code; the audit outcome says more.
+    Refused(RefusalCode, &'static str),
     ClientGone,
 }
 
@@ -180,6 +151,16 @@ where
         answer_key(&session, &question_id),
         cancel_key(&session, &call_id),
     );
+    // One client may hold only so many questions: past its cap it alone is refused, before
+    // anything is registered on its behalf.
+    if let Err(over) =
+        approvals
+            .held
+            .hold(&session, &audit.principal, &call_id, settings.question_caps)
+    {
+        let refused = Settled::Refused(RefusalCode::RateLimited, over.outcome());
+        return settle(gated, refused, call, audit, inner, events).await;
+    }
     // Register for the answer and for a cancellation before asking, so a quick one is never
     // lost.
     let mut answered = settings
@@ -188,7 +169,6 @@ where
     let mut cancelled = settings
         .handover
         .wait(&cancel_key, settings.elicitation_timeout);
-    approvals.held.track(&session, &call_id, true);
     debug!(upstream = gated.route.label, tool = %audit.target, "asking the person on the call's stream");
     // A registration the hand-over refused (full, or its store down) fails at the first poll:
     // then the person is not asked a question whose answer could never arrive.
@@ -224,10 +204,25 @@ where
         }
     };
     drop((answered, cancelled));
-    approvals.held.track(&session, &call_id, false);
+    approvals.held.release(&session, &audit.principal, &call_id);
+    settle(gated, settled, call, audit, inner, events).await;
+}
+
+/// Ends a question stream: the audit line, then the refusal or the approved call's answer.
+async fn settle<S>(
+    gated: Gated,
+    settled: Settled,
+    call: Request,
+    audit: CallAudit,
+    inner: S,
+    events: mpsc::Sender<Bytes>,
+) where
+    S: Service<http::Request<Cleared>, Response = http::Response<ResponseBody>, Error = Infallible>,
+{
+    let call_id = call.id.clone();
     let outcome = match &settled {
         Settled::Approved => "approved",
-        Settled::Refused(outcome) => outcome,
+        Settled::Refused(_, outcome) => outcome,
         Settled::ClientGone => "client_gone",
     };
     info!(upstream = gated.route.label, tool = %audit.target, outcome, "question settled");
@@ -239,7 +234,7 @@ where
             audit.jti.as_deref(),
             audit.args_hash.as_deref(),
         ),
-        Settled::Refused(outcome) => {
+        Settled::Refused(code, outcome) => {
             gated.audit(
                 "outcome",
                 outcome,
@@ -247,11 +242,6 @@ where
                 audit.jti.as_deref(),
                 audit.args_hash.as_deref(),
             );
-            let code = if outcome == "rejected:store_unavailable" {
-                RefusalCode::StoreUnavailable
-            } else {
-                RefusalCode::NotApproved
-            };
             let refusal = results::refused(
                 &Refusal {
                     code,
@@ -320,9 +310,11 @@ async fn forward<S>(
 /// What the wait for the call's cancellation ended in.
 fn cancellation(waited: Result<Option<Vec<u8>>, countersign_store::StoreError>) -> Settled {
     match waited {
-        Ok(Some(_)) => Settled::Refused("rejected:not_approved(cancelled)"),
-        Ok(None) => Settled::Refused("rejected:not_approved(timeout)"),
-        Err(_) => Settled::Refused("rejected:store_unavailable"),
+        Ok(Some(_)) => {
+            Settled::Refused(RefusalCode::NotApproved, "rejected:not_approved(cancelled)")
+        }
+        Ok(None) => Settled::Refused(RefusalCode::NotApproved, "rejected:not_approved(timeout)"),
+        Err(_) => Settled::Refused(RefusalCode::StoreUnavailable, "rejected:store_unavailable"),
     }
 }
 
@@ -335,8 +327,12 @@ fn judge(
 ) -> Settled {
     let bytes = match handed {
         Ok(Some(bytes)) => bytes,
-        Ok(None) => return Settled::Refused("rejected:not_approved(timeout)"),
-        Err(_) => return Settled::Refused("rejected:store_unavailable"),
+        Ok(None) => {
+            return Settled::Refused(RefusalCode::NotApproved, "rejected:not_approved(timeout)");
+        }
+        Err(_) => {
+            return Settled::Refused(RefusalCode::StoreUnavailable, "rejected:store_unavailable");
+        }
     };
     match Settlement::decode(&bytes) {
         Some(Settlement::Answer {
@@ -345,11 +341,19 @@ fn judge(
             response,
         }) if answered == question_id && from == principal => match response.get("result") {
             Some(result) if approves(result) => Settled::Approved,
-            Some(_) => Settled::Refused("rejected:not_approved"),
-            None => Settled::Refused("rejected:not_approved(client_error)"),
+            Some(_) => Settled::Refused(RefusalCode::NotApproved, "rejected:not_approved"),
+            None => Settled::Refused(
+                RefusalCode::NotApproved,
+                "rejected:not_approved(client_error)",
+            ),
         },
-        Some(Settlement::Cancelled) => Settled::Refused("rejected:not_approved(cancelled)"),
-        _ => Settled::Refused("rejected:not_approved(unknown_answer)"),
+        Some(Settlement::Cancelled) => {
+            Settled::Refused(RefusalCode::NotApproved, "rejected:not_approved(cancelled)")
+        }
+        _ => Settled::Refused(
+            RefusalCode::NotApproved,
+            "rejected:not_approved(unknown_answer)",
+        ),
     }
 }
 

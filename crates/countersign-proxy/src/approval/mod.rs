@@ -27,6 +27,7 @@ mod channel;
 mod cleared;
 mod context;
 mod elicitation;
+mod held;
 mod hold;
 mod input_required;
 mod layer;
@@ -39,6 +40,7 @@ mod service;
 mod token;
 
 pub use cleared::Cleared;
+pub use held::QuestionCaps;
 pub use input_required::StateWrap;
 pub use layer::ApprovalLayer;
 pub use refusal::{RefusalCode, RefusalText};
@@ -91,21 +93,23 @@ pub struct ApprovalSettings {
     pub sessions: Arc<SessionBook>,
     /// Largest SSE event accepted in the answer to a dry-run preview.
     pub max_event_bytes: usize,
+    /// Questions that may wait at once per principal and per session, on this replica.
+    pub question_caps: QuestionCaps,
 }
 
 /// Everything the approval layer shares across requests.
 #[derive(Debug)]
 pub struct Approvals {
     pub settings: ApprovalSettings,
-    /// Held calls waiting on this replica, per session, so ending a session settles them.
-    held: elicitation::HeldQuestions,
+    /// Held calls waiting on this replica, per session and principal.
+    held: held::HeldQuestions,
 }
 
 impl Approvals {
     pub fn new(settings: ApprovalSettings) -> Self {
         Self {
             settings,
-            held: elicitation::HeldQuestions::default(),
+            held: held::HeldQuestions::default(),
         }
     }
 }

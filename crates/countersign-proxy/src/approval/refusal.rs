@@ -22,6 +22,7 @@ pub enum RefusalCode {
     NotApproved,
     PolicyDenied,
     UnsafeArguments,
+    RateLimited,
 }
 
 /// How a refusal reads on the wire.
@@ -106,6 +107,11 @@ impl RefusalCode {
                 "unsafe_arguments",
                 "rejected",
                 "The arguments contain numbers that cannot be confirmed exactly (integers beyond ±9007199254740991 or non-finite values), so nothing was sent. Send such values as strings.",
+            ),
+            RefusalCode::RateLimited => (
+                "rate_limited",
+                "rejected",
+                "Too many of this user's calls are already waiting for approval, so nothing was sent and the user was not asked. Wait until they answer the waiting ones, then try again.",
             ),
         };
         RefusalText {

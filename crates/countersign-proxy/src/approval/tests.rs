@@ -11,7 +11,7 @@ use http::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
 
-use super::{ApprovalLayer, ApprovalSettings, Approvals, Approve, Cleared};
+use super::{ApprovalLayer, ApprovalSettings, Approvals, Approve, Cleared, QuestionCaps};
 use crate::audit::CallAudit;
 use crate::body::ResponseBody;
 use crate::classify::Classify;
@@ -450,4 +450,45 @@ async fn a_question_whose_answer_could_not_be_handed_over_is_not_asked() {
         "store_unavailable"
     );
     assert!(received.is_empty() && received_nothing(&mut gateway.inner));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_principal_past_its_question_cap_is_refused_without_being_asked() {
+    let mut gateway = Gateway::with_settings(|settings| {
+        settings.question_caps = QuestionCaps {
+            per_principal: 1,
+            per_session: 10,
+        };
+    });
+    let first_session = eliciting_session(&gateway);
+    let (waiting, _) = gateway.post(&first_session, &create_order()).await;
+    let mut waiting = waiting.into_body();
+    let question = next_sse_message(&mut waiting, &mut String::new()).await;
+    assert_eq!(question["method"], "elicitation/create");
+
+    let settings = &gateway.approvals.settings;
+    let initialize = json!({"capabilities": {"elicitation": {}}});
+    settings.sessions.opened(
+        "session-2",
+        "ada",
+        initialize.as_object(),
+        SystemClock.now(),
+    );
+    let second_session = [
+        ("mcp-session-id", "session-2"),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+    let (response, received) = gateway.post(&second_session, &create_order()).await;
+
+    let first = next_sse_message(&mut response.into_body(), &mut String::new()).await;
+    assert_ne!(
+        first["method"], "elicitation/create",
+        "asked anyway: {first}"
+    );
+    assert_eq!(
+        first["result"]["_meta"][CONFIRMATION_META]["code"],
+        "rate_limited"
+    );
+    assert!(received.is_empty() && received_nothing(&mut gateway.inner));
+    drop(waiting);
 }
