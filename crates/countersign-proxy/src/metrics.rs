@@ -33,9 +33,16 @@ pub struct StoreLabels {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// Which limit refused: `pending_questions_per_principal`, `pending_questions_per_session`.
+    pub limit: &'static str,
+}
+
 #[derive(Debug, Clone)]
 pub struct ProxyMetrics {
     requests: Family<RequestLabels, Counter>,
+    limit_hits: Family<LimitLabels, Counter>,
     upstream_latency: Family<UpstreamLabels, Histogram>,
     open_streams: Family<UpstreamLabels, Gauge>,
     store_latency: Family<StoreLabels, Histogram>,
@@ -71,8 +78,15 @@ impl ProxyMetrics {
             "Time to consume a confirmation in the replay store, by outcome (error: refused, fail closed)",
             store_latency.clone(),
         );
+        let limit_hits = Family::<LimitLabels, Counter>::default();
+        registry.register(
+            "countersign_limit_hits",
+            "Requests refused because they would pass a configured limit, by limit",
+            limit_hits.clone(),
+        );
         Self {
             requests,
+            limit_hits,
             upstream_latency,
             open_streams,
             store_latency,
@@ -97,6 +111,11 @@ impl ProxyMetrics {
                 outcome,
             })
             .inc();
+    }
+
+    /// Counts one request refused by `limit`.
+    pub fn record_limit_hit(&self, limit: &'static str) {
+        self.limit_hits.get_or_create(&LimitLabels { limit }).inc();
     }
 
     pub fn observe_upstream_latency(&self, upstream: &'static str, elapsed: Duration) {

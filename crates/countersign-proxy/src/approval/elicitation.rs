@@ -158,6 +158,7 @@ where
             .held
             .hold(&session, &audit.principal, &call_id, settings.question_caps)
     {
+        settings.metrics.record_limit_hit(over.limit());
         let refused = Settled::Refused(RefusalCode::RateLimited, over.outcome());
         return settle(gated, refused, call, audit, inner, events).await;
     }

@@ -31,6 +31,14 @@ pub(super) enum OverCap {
 }
 
 impl OverCap {
+    /// The `limit` label of [`ProxyMetrics::record_limit_hit`](crate::metrics::ProxyMetrics).
+    pub(super) fn limit(self) -> &'static str {
+        match self {
+            OverCap::Principal => "pending_questions_per_principal",
+            OverCap::Session => "pending_questions_per_session",
+        }
+    }
+
     /// The audit outcome of a question refused for this cap.
     pub(super) fn outcome(self) -> &'static str {
         match self {
