@@ -43,6 +43,7 @@ pub struct LimitLabels {
 pub struct ProxyMetrics {
     requests: Family<RequestLabels, Counter>,
     limit_hits: Family<LimitLabels, Counter>,
+    sessions_forgotten: Counter,
     upstream_latency: Family<UpstreamLabels, Histogram>,
     open_streams: Family<UpstreamLabels, Gauge>,
     store_latency: Family<StoreLabels, Histogram>,
@@ -84,9 +85,16 @@ impl ProxyMetrics {
             "Requests refused because they would pass a configured limit, by limit",
             limit_hits.clone(),
         );
+        let sessions_forgotten = Counter::default();
+        registry.register(
+            "countersign_sessions_forgotten",
+            "Sessions that could elicit, forgotten because the session book was full; their calls now get the token channel",
+            sessions_forgotten.clone(),
+        );
         Self {
             requests,
             limit_hits,
+            sessions_forgotten,
             upstream_latency,
             open_streams,
             store_latency,
@@ -116,6 +124,11 @@ impl ProxyMetrics {
     /// Counts one request refused by `limit`.
     pub fn record_limit_hit(&self, limit: &'static str) {
         self.limit_hits.get_or_create(&LimitLabels { limit }).inc();
+    }
+
+    /// Counts eliciting sessions the full session book forgot.
+    pub fn record_sessions_forgotten(&self, count: usize) {
+        self.sessions_forgotten.inc_by(count as u64);
     }
 
     pub fn observe_upstream_latency(&self, upstream: &'static str, elapsed: Duration) {

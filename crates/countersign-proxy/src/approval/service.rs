@@ -8,6 +8,7 @@ use countersign_policy::{Action, Principal};
 use http::{HeaderName, HeaderValue, Method, Request, Response, request};
 use serde_json::{Map, Value};
 use tower::Service;
+use tracing::warn;
 
 use super::answer::{Answer, Asked};
 use super::cleared::Cleared;
@@ -253,12 +254,20 @@ where
                 .and_then(|v| v.to_str().ok());
             if let (Some(session), Some(principal)) = (session, principal) {
                 let settings = &approvals.settings;
-                settings.sessions.opened(
+                let forgotten = settings.sessions.opened(
                     session,
                     &principal.id,
                     params.as_ref(),
                     settings.clock.now(),
                 );
+                if forgotten > 0 {
+                    warn!(
+                        forgotten,
+                        "session book full: forgot the least recently seen session; its calls \
+                         now get the token channel instead of elicitation"
+                    );
+                    settings.metrics.record_sessions_forgotten(forgotten);
+                }
             }
             response
         })

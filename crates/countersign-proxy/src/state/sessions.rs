@@ -25,33 +25,53 @@ pub struct SessionInfo {
     last_seen: Instant,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SessionBook {
     sessions: Mutex<HashMap<String, SessionInfo>>,
+    capacity: usize,
+}
+
+impl Default for SessionBook {
+    fn default() -> Self {
+        Self::with_capacity(MAX_SESSIONS)
+    }
 }
 
 impl SessionBook {
-    /// Records a session the upstream just opened for `principal`'s `initialize`.
+    /// A book that remembers at most `capacity` sessions.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            sessions: Mutex::default(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Records a session the upstream just opened for `principal`'s `initialize`. Returns how
+    /// many sessions that could still elicit were forgotten to make room: their calls now get
+    /// the token channel, which the caller must say out loud.
     pub fn opened(
         &self,
         session: &str,
         principal: &str,
         initialize_params: Option<&serde_json::Map<String, Value>>,
         now: Instant,
-    ) {
+    ) -> usize {
         let can_elicit = initialize_params
             .and_then(|p| p.get("capabilities"))
             .is_some_and(declares_form_elicitation);
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if sessions.len() >= MAX_SESSIONS {
+        let mut downgraded = 0;
+        if sessions.len() >= self.capacity && !sessions.contains_key(session) {
+            // Idle sessions go first: they were forgotten anyway at their next call.
             sessions.retain(|_, s| now.saturating_duration_since(s.last_seen) < IDLE);
-            if sessions.len() >= MAX_SESSIONS
+            if sessions.len() >= self.capacity
                 && let Some(oldest) = sessions
                     .iter()
                     .min_by_key(|(_, s)| s.last_seen)
                     .map(|(k, _)| k.clone())
+                && let Some(evicted) = sessions.remove(&oldest)
             {
-                sessions.remove(&oldest);
+                downgraded += usize::from(evicted.can_elicit);
             }
         }
         sessions.insert(
@@ -62,6 +82,7 @@ impl SessionBook {
                 last_seen: now,
             },
         );
+        downgraded
     }
 
     /// The session, if it is known, was opened by `principal`, and is not idle-expired.
@@ -122,6 +143,27 @@ mod tests {
         assert!(book.get("s1", "mallory", now).is_none());
         book.closed("s1");
         assert!(book.get("s1", "ada", now).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_book_forgets_the_least_recently_seen_session_and_says_so() {
+        let book = SessionBook::with_capacity(2);
+        let eliciting = json!({"capabilities": {"elicitation": {}}});
+        assert_eq!(
+            book.opened("s1", "ada", eliciting.as_object(), SystemClock.now()),
+            0
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(book.opened("s2", "ada", None, SystemClock.now()), 0);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            book.opened("s3", "bob", None, SystemClock.now()),
+            1,
+            "s1 could elicit and was forgotten: its calls fall back to the token channel"
+        );
+        assert!(book.get("s1", "ada", SystemClock.now()).is_none());
+        assert!(book.get("s2", "ada", SystemClock.now()).is_some());
+        assert_eq!(book.opened("s4", "bob", None, SystemClock.now()), 0);
     }
 
     #[tokio::test(start_paused = true)]
