@@ -32,6 +32,8 @@
 
 #![forbid(unsafe_code)]
 
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod mcp;
 pub mod message;
 pub mod sse;

@@ -20,6 +20,8 @@ pub mod edits;
 pub mod error;
 pub mod forward;
 pub mod future;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hardening;
 pub mod identity;
 pub mod metrics;

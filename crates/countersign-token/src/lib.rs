@@ -13,6 +13,8 @@
 #![forbid(unsafe_code)]
 
 pub mod canonical;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod token;
 
 pub use canonical::{
