@@ -90,6 +90,7 @@ pub fn check_sse_decoder(data: &[u8]) {
     for event in &events {
         event.encode(&mut encoded);
     }
+    SseEvent::guard_stream_start(&mut encoded);
     // Encoding can grow an event (`data` becomes `data: `), so the bound is the whole buffer.
     let (decoded, result) = decode_all(&[&encoded], encoded.len().max(1));
     assert_eq!(result, Ok(()), "re-encoded events are refused");

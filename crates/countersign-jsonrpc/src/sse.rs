@@ -139,6 +139,17 @@ impl SseEvent {
         out.push(b'\n');
     }
 
+    /// Makes `encoded`, the first bytes of a stream, read back as encoded. A decoder strips one
+    /// byte-order mark from the start of a stream, so a first field whose name begins with
+    /// U+FEFF (an unknown field, as the decoder keeps it) would lose that character there and
+    /// could turn into a `data` line or a comment the sender never meant; one more BOM in front
+    /// is what the decoder strips instead.
+    pub fn guard_stream_start(encoded: &mut Vec<u8>) {
+        if encoded.starts_with(BOM) {
+            encoded.splice(0..0, BOM.iter().copied());
+        }
+    }
+
     /// [`SseEvent::encode`] into a new buffer.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut out = Vec::new();

@@ -23,6 +23,7 @@ use crate::metrics::StreamGuard;
 fn drain(
     decoder: &mut SseDecoder,
     observer: &mut Option<Observer>,
+    sent_anything: &mut bool,
     next: fn(&mut SseDecoder) -> Result<Option<SseEvent>, countersign_jsonrpc::sse::SseError>,
 ) -> Result<Option<Frame<Bytes>>, BoxError> {
     let mut out = Vec::new();
@@ -32,7 +33,14 @@ fn drain(
         }
         event.encode(&mut out);
     }
-    Ok((!out.is_empty()).then(|| Frame::data(Bytes::from(out))))
+    if out.is_empty() {
+        return Ok(None);
+    }
+    if !*sent_anything {
+        SseEvent::guard_stream_start(&mut out);
+        *sent_anything = true;
+    }
+    Ok(Some(Frame::data(Bytes::from(out))))
 }
 
 /// Lets the observer see (and replace) the data of one event.
@@ -65,6 +73,8 @@ pin_project! {
         upstream: B,
         decoder: SseDecoder,
         upstream_done: bool,
+        // Whether any bytes went to the client yet: the stream's start needs a BOM guard.
+        sent_anything: bool,
         observer: Option<Observer>,
         // Held for the lifetime of the stream so the open-streams gauge stays right.
         _guard: StreamGuard,
@@ -90,6 +100,7 @@ impl<B> SseRelay<B> {
             upstream,
             decoder: SseDecoder::new(max_event_bytes),
             upstream_done: false,
+            sent_anything: false,
             observer,
             _guard: guard,
         }
@@ -111,7 +122,12 @@ where
         let mut this = self.project();
         loop {
             // Drain every event already complete into one frame: one write per upstream chunk.
-            match drain(this.decoder, this.observer, SseDecoder::next_event) {
+            match drain(
+                this.decoder,
+                this.observer,
+                this.sent_anything,
+                SseDecoder::next_event,
+            ) {
                 Err(error) => return Poll::Ready(Some(Err(error))),
                 Ok(Some(frame)) => return Poll::Ready(Some(Ok(frame))),
                 Ok(None) if *this.upstream_done => return Poll::Ready(None),
@@ -131,7 +147,12 @@ where
                 None => {
                     // The stream ended: whatever the decoder still holds is the last event.
                     *this.upstream_done = true;
-                    let last = drain(this.decoder, this.observer, SseDecoder::finish);
+                    let last = drain(
+                        this.decoder,
+                        this.observer,
+                        this.sent_anything,
+                        SseDecoder::finish,
+                    );
                     return Poll::Ready(last.transpose());
                 }
             }

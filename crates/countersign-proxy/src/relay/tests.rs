@@ -87,3 +87,26 @@ async fn the_observer_replaces_only_the_events_it_edits_keeping_their_ids() {
         ["id: 7\ndata: {\"id\":1,\"edited\":true}\n\ndata: {\"id\":2}\n\n"]
     );
 }
+
+#[tokio::test]
+async fn a_field_named_after_a_byte_order_mark_cannot_become_data_at_the_clients_stream_start() {
+    // Two BOMs: the gateway's decoder strips one and keeps an unknown field `\u{feff}data`.
+    // Re-encoded bare as the client's first bytes, the client would strip that BOM and read a
+    // `data` line the gateway never saw as one.
+    let body = upstream(&["\u{feff}\u{feff}data: {\"hidden\":true}\n\ndata: {\"seen\":1}\n\n"]);
+
+    let frames = frames(relay(body, None)).await;
+    let sent = frames.concat();
+
+    let mut client = countersign_jsonrpc::sse::SseDecoder::new(1 << 20);
+    client.push(sent.as_bytes());
+    let mut data = Vec::new();
+    while let Some(event) = client.next_event().expect("decodes") {
+        data.extend(event.data());
+    }
+    assert_eq!(
+        data,
+        ["{\"seen\":1}"],
+        "the client sees the data the gateway saw, no more"
+    );
+}
