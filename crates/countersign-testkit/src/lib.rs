@@ -1,5 +1,6 @@
 //! Test doubles for countersign: a recording fake MCP upstream (and a scripted MCP server to put
-//! behind it, see [`mcp`]), a raw HTTP/1.1 client, an SSE reader, and temporary files.
+//! behind it, see [`mcp`]), a raw HTTP/1.1 client, an SSE reader, temporary files, and the
+//! fuzz-corpus replay ([`fuzz_corpus`]).
 //!
 //! A dev-dependency only. Most security tests read "send X through the gateway; assert the fake
 //! upstream recorded nothing (or exactly Y)", so the upstream records every request it receives.
@@ -7,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+pub mod fuzz_corpus;
 pub mod mcp;
 mod raw;
 mod temp;
