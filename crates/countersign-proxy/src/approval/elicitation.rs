@@ -227,22 +227,19 @@ async fn settle<S>(
         Settled::ClientGone => "client_gone",
     };
     info!(upstream = gated.route.label, tool = %audit.target, outcome, "question settled");
-    match settled {
-        Settled::ClientGone => gated.audit(
+    if !matches!(settled, Settled::Approved) {
+        // An approved call's outcome line is the audit layer's, once it was forwarded.
+        gated.audit(
             "outcome",
             outcome,
             Some(channel_name::ELICITATION),
             audit.jti.as_deref(),
             audit.args_hash.as_deref(),
-        ),
-        Settled::Refused(code, outcome) => {
-            gated.audit(
-                "outcome",
-                outcome,
-                Some(channel_name::ELICITATION),
-                audit.jti.as_deref(),
-                audit.args_hash.as_deref(),
-            );
+        );
+    }
+    match settled {
+        Settled::ClientGone => {}
+        Settled::Refused(code, _) => {
             let refusal = results::refused(
                 &Refusal {
                     code,
