@@ -32,6 +32,7 @@ pub struct RawConfig {
     /// The MCP servers behind the gateway, each on its own path. At least one.
     pub upstreams: Vec<RawUpstream>,
     pub limits: RawLimits,
+    pub connections: RawConnections,
     /// Browser origins allowed to call the gateway (`scheme://host[:port|:*]`). Requests without
     /// `Origin` are not affected. Default: loopback origins on any port.
     pub allowed_origins: Option<Vec<String>>,
@@ -167,6 +168,11 @@ pub struct RawLimits {
     pub max_json_depth: Option<usize>,
     /// Largest single relayed SSE event. Default `16MiB`.
     pub max_sse_event_bytes: Option<RawSize>,
+    /// Request body bytes read or held at once over all requests; past it, 503. Default: 16
+    /// times `max_body_bytes` (`64MiB`).
+    pub max_in_flight_body_bytes: Option<RawSize>,
+    /// Most tools pinned per upstream; new ones past it stay `unknown`. Default `10000`.
+    pub max_tools_per_upstream: Option<usize>,
 }
 
 /// A size as a plain byte count or a string with a unit (`64KiB`, `4MiB`, `1GiB`, `500KB`).
@@ -321,6 +327,7 @@ impl RawConfig {
         };
         let drain_timeout = duration(self.drain_timeout.as_deref(), "30s", "drain_timeout")?;
         let limits = self.limits.validate()?;
+        let connections = self.connections.validate()?;
 
         ensure!(
             !self.upstreams.is_empty(),
@@ -414,6 +421,7 @@ impl RawConfig {
             proxy: ProxyConfig {
                 routes,
                 limits,
+                connections,
                 origins,
                 hosts,
             },
@@ -520,8 +528,9 @@ impl RawLimits {
             max_json_depth.get() <= 128,
             "limits.max_json_depth must be at most 128"
         );
+        let max_body_bytes = size(self.max_body_bytes, 4 << 20, "limits.max_body_bytes")?;
         Ok(Limits {
-            max_body_bytes: size(self.max_body_bytes, 4 << 20, "limits.max_body_bytes")?,
+            max_body_bytes,
             body_timeout: duration(self.body_timeout.as_deref(), "30s", "limits.body_timeout")?,
             header_read_timeout: duration(
                 self.header_read_timeout.as_deref(),
@@ -536,6 +545,11 @@ impl RawLimits {
                 16 << 20,
                 "limits.max_sse_event_bytes",
             )?,
+            max_in_flight_body_bytes: capacity::body_budget(
+                self.max_in_flight_body_bytes,
+                max_body_bytes,
+            )?,
+            max_tools_per_upstream: capacity::max_tools_per_upstream(self.max_tools_per_upstream)?,
         })
     }
 }
@@ -682,6 +696,9 @@ fn patterns(list: &[String], field: &str) -> anyhow::Result<Vec<HostPattern>> {
         })
         .collect()
 }
+
+mod capacity;
+pub use capacity::RawConnections;
 
 #[cfg(test)]
 mod tests;

@@ -65,7 +65,7 @@ impl RunningGateway {
 
         let mut registry = Registry::default();
         let metrics = ProxyMetrics::register(&mut registry);
-        let gateway = build_gateway(&config, metrics).await?;
+        let gateway = build_gateway(&config, metrics.clone()).await?;
         let reloader = config
             .approval
             .policy_path
@@ -88,7 +88,11 @@ impl RunningGateway {
         info!(%addr, admin = ?admin_addr, "countersign is listening");
 
         let (stop, stopped) = oneshot::channel::<()>();
-        let limits = config.proxy.limits.clone();
+        let listener_limits = countersign_proxy::ListenerLimits {
+            limits: config.proxy.limits.clone(),
+            connections: config.proxy.connections.clone(),
+            metrics: metrics.clone(),
+        };
         let drain = config.drain_timeout;
         readiness.set(true);
         let done = tokio::spawn(async move {
@@ -97,7 +101,8 @@ impl RunningGateway {
                 readiness.set(false);
             };
             let result =
-                countersign_proxy::serve(listener, service, &limits, shutdown, drain).await;
+                countersign_proxy::serve(listener, service, &listener_limits, shutdown, drain)
+                    .await;
             if let Some(task) = admin_task {
                 task.abort();
             }
@@ -202,7 +207,10 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
     Ok(Gateway {
         identity: approval.identity.clone(),
         policy: Arc::new(PolicyHandle::new(approval.policy.clone())),
-        catalog: Arc::new(CatalogState::default()),
+        catalog: Arc::new(CatalogState::new(
+            config.proxy.limits.max_tools_per_upstream.get(),
+            metrics.clone(),
+        )),
         pins,
         approval: ApprovalSettings {
             issuer: approval.deployment_id.clone(),

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use http::Uri;
 use http::uri::{Authority, Scheme};
+use http::{HeaderName, Uri};
 
 /// Everything one gateway listener needs.
 #[derive(Debug, Clone)]
@@ -14,6 +14,7 @@ pub struct ProxyConfig {
     /// MCP endpoints, matched byte-exactly against the request path.
     pub routes: Vec<Route>,
     pub limits: Limits,
+    pub connections: ConnectionLimits,
     pub origins: OriginPolicy,
     pub hosts: HostPolicy,
 }
@@ -81,6 +82,11 @@ pub struct Limits {
     pub max_json_depth: NonZeroUsize,
     /// Largest single SSE event relayed from an upstream.
     pub max_sse_event_bytes: NonZeroUsize,
+    /// Request body bytes the listener reads or holds at once, over every request (held calls
+    /// waiting for a person included); past it a request gets 503 before its body is read.
+    pub max_in_flight_body_bytes: NonZeroUsize,
+    /// Most tools pinned per upstream; further new tools are not pinned and stay `unknown`.
+    pub max_tools_per_upstream: NonZeroUsize,
 }
 
 impl Default for Limits {
@@ -93,8 +99,54 @@ impl Default for Limits {
             max_header_bytes: nz(64 * 1024),
             max_json_depth: nz(64),
             max_sse_event_bytes: nz(16 * 1024 * 1024),
+            max_in_flight_body_bytes: nz(DEFAULT_BODY_BUDGET_BODIES * 4 * 1024 * 1024),
+            max_tools_per_upstream: nz(10_000),
         }
     }
+}
+
+/// The default in-flight body budget, in maximum-size bodies: room for that many bodies of
+/// `max_body_bytes` at once (thousands of ordinary, few-KiB MCP messages).
+pub const DEFAULT_BODY_BUDGET_BODIES: usize = 16;
+
+/// How the MCP listener holds connections, and how long a quiet relayed stream lives.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    /// Most connections open at once; at the limit the listener stops accepting, and new
+    /// connections wait in the listen backlog until one closes.
+    pub max_open: NonZeroUsize,
+    /// Most requests in flight at once from one client address, streams and held calls
+    /// included; more get 429.
+    pub max_requests_per_client: NonZeroUsize,
+    /// Where a request's client address comes from.
+    pub client_address: ClientAddress,
+    /// A relayed stream on which nothing was sent for this long gets a `: keep-alive` comment.
+    pub sse_keep_alive: Duration,
+    /// A relayed upstream stream that sent no bytes for this long is ended.
+    pub sse_idle_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_open: nz(10_000),
+            max_requests_per_client: nz(1_000),
+            client_address: ClientAddress::Peer,
+            sse_keep_alive: Duration::from_secs(15),
+            sse_idle_timeout: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What identifies a client for the per-client request limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientAddress {
+    /// The TCP peer: right when clients connect directly. Behind a proxy every client shares
+    /// the proxy's address.
+    Peer,
+    /// The last address in this header, as set by a trusted proxy in front (`X-Real-IP`,
+    /// `X-Forwarded-For`); the peer address when the header is missing or not an address.
+    Header(HeaderName),
 }
 
 fn nz(n: usize) -> NonZeroUsize {

@@ -44,6 +44,9 @@ pub mod code {
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
+/// `Retry-After` of capacity refusals (429, 503), in seconds.
+pub const RETRY_AFTER_SECS: &str = "1";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
     #[error("no MCP endpoint is served at this path")]
@@ -81,6 +84,16 @@ pub enum ProxyError {
     BodyTimeout(Duration),
     #[error("request body could not be read: {0}")]
     BodyRead(#[source] crate::body::BoxError),
+    #[error(
+        "this client already has {limit} requests in flight at the gateway \
+         (connections.max_requests_per_client); retry once one of them has finished"
+    )]
+    TooManyClientRequests { limit: usize },
+    #[error(
+        "the gateway is over its in-flight body budget ({budget} bytes of request bodies being \
+         read or held at once, limits.max_in_flight_body_bytes); nothing was sent, retry shortly"
+    )]
+    OverBodyBudget { budget: usize },
     #[error("{0}")]
     Json(#[source] countersign_jsonrpc::Error),
     #[error("JSON-RPC batches are not allowed on protocol revision {0}; send one message per POST")]
@@ -151,6 +164,7 @@ impl ProxyError {
             | ProxyError::BodyTooLarge { .. }
             | ProxyError::BodyTimeout(_)
             | ProxyError::BodyRead(_)
+            | ProxyError::TooManyClientRequests { .. }
             | ProxyError::Json(_)
             | ProxyError::BatchNotAllowed(_)
             | ProxyError::UnknownMethod(_)
@@ -168,7 +182,8 @@ impl ProxyError {
             | ProxyError::UpstreamResponseTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. } => Side::Upstream,
-            ProxyError::Internal(_) => Side::Internal,
+            // The gateway's own capacity, not anything the client sent.
+            ProxyError::OverBodyBudget { .. } | ProxyError::Internal(_) => Side::Internal,
         }
     }
 
@@ -204,6 +219,9 @@ impl ProxyError {
             }
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ProxyError::TooManyClientRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            // Not 413: the body is within the limit, the gateway is just busy.
+            ProxyError::OverBodyBudget { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
@@ -242,6 +260,8 @@ impl ProxyError {
             | ProxyError::BodyTooLarge { .. }
             | ProxyError::BodyTimeout(_)
             | ProxyError::BodyRead(_)
+            | ProxyError::TooManyClientRequests { .. }
+            | ProxyError::OverBodyBudget { .. }
             | ProxyError::Unauthenticated => code::TRANSPORT,
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamTimeout { .. }
@@ -293,10 +313,22 @@ impl ProxyError {
             self,
             ProxyError::BodyTooLarge { .. }
                 | ProxyError::BodyTimeout(_)
+                | ProxyError::TooManyClientRequests { .. }
+                | ProxyError::OverBodyBudget { .. }
                 | ProxyError::TransferEncodingRefused
                 | ProxyError::UpgradeRefused
         ) {
             headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        // Capacity refusals pass once other requests finish, which takes moments, not minutes.
+        if matches!(
+            self,
+            ProxyError::TooManyClientRequests { .. } | ProxyError::OverBodyBudget { .. }
+        ) {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
         }
         response
     }

@@ -1,6 +1,7 @@
 //! The gateway's request path: tower layers over hyper, composed in [`stack::gateway_service`]
-//! — hardening, the one strict parse, identity, classification, approval, audit and the
-//! upstream forwarder — plus the state they share and the upstream client and SSE relay.
+//! — hardening, the per-client request limit, the one strict parse, identity, classification,
+//! approval, audit and the upstream forwarder — plus the state they share, the upstream client,
+//! the SSE relay and the accept loop.
 //!
 //! Owns everything that touches a live request. It must not load configuration files or set up
 //! telemetry (that is `countersign-app`). Among the workspace crates it depends on
@@ -13,6 +14,7 @@ pub mod audit;
 pub mod body;
 pub mod catalog;
 pub mod classify;
+pub mod client_limit;
 pub mod clock;
 pub mod config;
 pub mod display;
@@ -39,5 +41,5 @@ mod testing;
 
 pub use config::ProxyConfig;
 pub use metrics::ProxyMetrics;
-pub use server::serve;
+pub use server::{ListenerLimits, serve};
 pub use stack::{Gateway, GatewayService, gateway_service};

@@ -35,8 +35,15 @@ pub struct StoreLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LimitLabels {
-    /// Which limit refused: `pending_questions_per_principal`, `pending_questions_per_session`.
+    /// Which limit was hit: `pending_questions_per_principal`, `pending_questions_per_session`,
+    /// `connections`, `requests_per_client`, `in_flight_body_bytes`, `sse_idle_timeout`.
     pub limit: &'static str,
+}
+
+/// Catalog metrics are recorded per listing, not per request, so the upstream name is owned.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CatalogLabels {
+    pub upstream: String,
 }
 
 #[derive(Debug, Clone)]
@@ -47,6 +54,10 @@ pub struct ProxyMetrics {
     upstream_latency: Family<UpstreamLabels, Histogram>,
     open_streams: Family<UpstreamLabels, Gauge>,
     store_latency: Family<StoreLabels, Histogram>,
+    open_connections: Gauge,
+    in_flight_body_bytes: Gauge,
+    catalog_tools: Family<CatalogLabels, Gauge>,
+    catalog_pins_refused: Family<CatalogLabels, Counter>,
 }
 
 impl ProxyMetrics {
@@ -91,6 +102,30 @@ impl ProxyMetrics {
             "Sessions that could elicit, forgotten because the session book was full; their calls now get the token channel",
             sessions_forgotten.clone(),
         );
+        let open_connections = Gauge::default();
+        registry.register(
+            "countersign_open_connections",
+            "Connections currently open on the MCP listener",
+            open_connections.clone(),
+        );
+        let in_flight_body_bytes = Gauge::default();
+        registry.register(
+            "countersign_in_flight_body_bytes",
+            "Request body bytes being read or held at once (counted against limits.max_in_flight_body_bytes)",
+            in_flight_body_bytes.clone(),
+        );
+        let catalog_tools = Family::<CatalogLabels, Gauge>::default();
+        registry.register(
+            "countersign_catalog_tools",
+            "Tools pinned in the catalog per upstream, removed and suspicious ones included",
+            catalog_tools.clone(),
+        );
+        let catalog_pins_refused = Family::<CatalogLabels, Counter>::default();
+        registry.register(
+            "countersign_catalog_pins_refused",
+            "Listed tools not pinned because their upstream has limits.max_tools_per_upstream pinned already; calls to them are unknown",
+            catalog_pins_refused.clone(),
+        );
         Self {
             requests,
             limit_hits,
@@ -98,6 +133,10 @@ impl ProxyMetrics {
             upstream_latency,
             open_streams,
             store_latency,
+            open_connections,
+            in_flight_body_bytes,
+            catalog_tools,
+            catalog_pins_refused,
         }
     }
 
@@ -150,6 +189,46 @@ impl ProxyMetrics {
             .get_or_create_owned(&UpstreamLabels { upstream });
         gauge.inc();
         StreamGuard { gauge }
+    }
+
+    /// Counts a connection as open until the returned guard is dropped.
+    pub fn connection_opened(&self) -> ConnectionGuard {
+        self.open_connections.inc();
+        ConnectionGuard {
+            gauge: self.open_connections.clone(),
+        }
+    }
+
+    /// The gauge of request body bytes in flight, which the body budget keeps current.
+    pub fn in_flight_body_bytes(&self) -> Gauge {
+        self.in_flight_body_bytes.clone()
+    }
+
+    /// Records how many tools `upstream` has pinned, and how many more a listing could not pin.
+    pub fn record_catalog(&self, upstream: &str, pinned: usize, refused: usize) {
+        let labels = CatalogLabels {
+            upstream: upstream.to_owned(),
+        };
+        self.catalog_tools
+            .get_or_create(&labels)
+            .set(i64::try_from(pinned).unwrap_or(i64::MAX));
+        if refused > 0 {
+            self.catalog_pins_refused
+                .get_or_create(&labels)
+                .inc_by(refused as u64);
+        }
+    }
+}
+
+/// Decrements the open-connections gauge when the connection ends, however it ends.
+#[derive(Debug)]
+pub struct ConnectionGuard {
+    gauge: Gauge,
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.gauge.dec();
     }
 }
 

@@ -1,8 +1,18 @@
-//! Accept loop: hyper HTTP/1.1 connections with the limits a public listener needs, and a
-//! graceful drain on shutdown.
+//! Accept loop: hyper HTTP/1.1 connections with the limits a public listener needs, a cap on
+//! open connections, and a graceful drain on shutdown.
+//!
+//! At `connections.max_open` the loop stops accepting, as nginx (`worker_connections`) and
+//! HAProxy (`maxconn`) do, rather than accepting to close again as Envoy does. A connection over
+//! the cap then costs the gateway nothing: it waits in the kernel's listen backlog and is served,
+//! in arrival order, as soon as another one closes. Accepting it only to refuse would spend an
+//! accept, a write and a close on every excess connection during exactly the overload being
+//! shed, and closing on a request not yet read often reaches the client as a reset rather than
+//! as the refusal. Idle keep-alive connections do not hold the cap for long: hyper closes one
+//! that sends no request head within `limits.header_read_timeout`.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -12,18 +22,29 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tower::Service;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::{Service, ServiceExt};
 use tracing::{debug, info, warn};
 
 use crate::body::ResponseBody;
-use crate::config::Limits;
+use crate::client_limit::PeerAddr;
+use crate::config::{ConnectionLimits, Limits};
+use crate::metrics::{ConnectionGuard, ProxyMetrics};
+
+/// What the accept loop enforces besides the service's own checks.
+#[derive(Debug, Clone)]
+pub struct ListenerLimits {
+    pub limits: Limits,
+    pub connections: ConnectionLimits,
+    pub metrics: ProxyMetrics,
+}
 
 /// Serves `service` on `listener` until `shutdown` resolves, then stops accepting and lets
 /// in-flight requests and streams finish for up to `drain`.
 pub async fn serve<S>(
     listener: TcpListener,
     service: S,
-    limits: &Limits,
+    settings: &ListenerLimits,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) -> std::io::Result<()>
@@ -34,8 +55,10 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
+    let limits = &settings.limits;
     let mut builder = http1::Builder::new();
-    // Without a timer hyper silently disables the header read timeout (slowloris).
+    // Without a timer hyper silently disables the header read timeout (slowloris), which also
+    // closes keep-alive connections that stay idle that long.
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
@@ -43,9 +66,15 @@ where
         .max_buf_size(limits.max_header_bytes.get().max(8192))
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
+    let mut slots = ConnectionSlots::new(&settings.connections, settings.metrics.clone());
     tokio::pin!(shutdown);
 
     loop {
+        // A slot first, then accept: over the cap nothing is accepted, nothing spins.
+        let permit = tokio::select! {
+            permit = slots.next() => permit,
+            () = &mut shutdown => break,
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
@@ -57,14 +86,24 @@ where
                         continue;
                     }
                 };
+                let slot = ConnectionSlot {
+                    _permit: permit,
+                    _open: settings.metrics.connection_opened(),
+                };
                 let _ = stream.set_nodelay(true);
+                // Every request learns which peer it came from: the per-client limit keys on it.
+                let service = service.clone().map_request(move |mut request: Request<Incoming>| {
+                    request.extensions_mut().insert(PeerAddr(peer));
+                    request
+                });
                 let connection = builder
-                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service.clone()));
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
                 let connection = graceful.watch(connection);
                 tokio::spawn(async move {
                     if let Err(error) = connection.await {
                         debug!(%peer, %error, "connection ended with an error");
                     }
+                    drop(slot);
                 });
             }
             () = &mut shutdown => break,
@@ -82,4 +121,59 @@ where
         );
     }
     Ok(())
+}
+
+/// The open-connection cap of one listener.
+#[derive(Debug)]
+struct ConnectionSlots {
+    free: Arc<Semaphore>,
+    max_open: usize,
+    metrics: ProxyMetrics,
+    /// Whether the cap was reached and has not had room since: one warning per episode, not
+    /// one per connection while it lasts.
+    full: bool,
+}
+
+/// One open connection: its share of the cap and of the open-connections gauge.
+#[derive(Debug)]
+struct ConnectionSlot {
+    _permit: OwnedSemaphorePermit,
+    _open: ConnectionGuard,
+}
+
+impl ConnectionSlots {
+    fn new(connections: &ConnectionLimits, metrics: ProxyMetrics) -> Self {
+        let max_open = connections.max_open.get().min(Semaphore::MAX_PERMITS);
+        Self {
+            free: Arc::new(Semaphore::new(max_open)),
+            max_open,
+            metrics,
+            full: false,
+        }
+    }
+
+    /// Room for the next connection, waiting for one to close when all are taken.
+    async fn next(&mut self) -> OwnedSemaphorePermit {
+        match self.free.clone().try_acquire_owned() {
+            Ok(permit) => {
+                self.full = false;
+                permit
+            }
+            Err(_) => {
+                if !self.full {
+                    self.full = true;
+                    self.metrics.record_limit_hit("connections");
+                    warn!(
+                        max_open = self.max_open,
+                        "connection limit reached; new connections wait in the listen backlog until one closes"
+                    );
+                }
+                self.free
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the connection semaphore is never closed")
+            }
+        }
+    }
 }

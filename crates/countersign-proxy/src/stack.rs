@@ -10,6 +10,7 @@ use crate::approval::{ApprovalLayer, ApprovalSettings, Approvals, Approve};
 use crate::audit::{AuditLayer, AuditOutcomes};
 use crate::catalog::CatalogSync;
 use crate::classify::{Classify, ClassifyLayer};
+use crate::client_limit::{ClientLimit, ClientLimitLayer};
 use crate::config::ProxyConfig;
 use crate::edits::ResponseEdits;
 use crate::forward::Forwarder;
@@ -17,6 +18,7 @@ use crate::hardening::{Hardening, HardeningLayer, HardeningRules};
 use crate::identity::{Identify, Identity, IdentityLayer};
 use crate::metrics::ProxyMetrics;
 use crate::parse::{Parse, ParseLayer};
+use crate::relay::{QuietLimits, StreamSettings};
 use crate::route::{Route, RouteTarget};
 use crate::state::{CatalogState, PolicyHandle};
 use crate::upstream::UpstreamClient;
@@ -34,7 +36,8 @@ pub struct Gateway {
 }
 
 /// The full service for one listener: the layers of [`gateway_service`], outermost first.
-pub type GatewayService = Hardening<Parse<Identify<Classify<Approve<AuditOutcomes<Forwarder>>>>>>;
+pub type GatewayService =
+    Hardening<ClientLimit<Parse<Identify<Classify<Approve<AuditOutcomes<Forwarder>>>>>>>;
 
 /// Builds the request path for `config`.
 pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService {
@@ -67,6 +70,9 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
         // Framing, routing, Host and Origin checks come first: nothing may read the body of a
         // request that is smuggled, misrouted, or sent by a foreign page.
         .layer(HardeningLayer::new(Arc::new(hardening)))
+        // Before the body is read, so a client past its limit costs a refusal and nothing more;
+        // after hardening, so a smuggled or misrouted request never takes a slot.
+        .layer(ClientLimitLayer::new(&config.connections, metrics.clone()))
         // The one bounded body read and strict parse; below it, nobody sees the client's bytes.
         .layer(ParseLayer::new(config.limits.clone(), metrics.clone()))
         // Who is calling, from the trusted header only, before anything is judged for them.
@@ -81,8 +87,14 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
         .service(Forwarder::new(
             Arc::new(edits),
             metrics,
-            clock,
-            max_event_bytes,
+            StreamSettings {
+                max_event_bytes,
+                quiet: QuietLimits {
+                    keep_alive: config.connections.sse_keep_alive,
+                    idle_timeout: config.connections.sse_idle_timeout,
+                },
+                clock,
+            },
         ))
 }
 

@@ -9,11 +9,10 @@ use tower::Service;
 use crate::approval::Cleared;
 use crate::audit::ForwardOutcome;
 use crate::body::ResponseBody;
-use crate::clock::Clock;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::metrics::{ProxyMetrics, method_label};
-use crate::relay::{WatchResponses, relay};
+use crate::relay::{StreamSettings, WatchResponses, relay};
 use crate::route::Route;
 use crate::upstream::upstream_request;
 
@@ -27,23 +26,20 @@ pub struct Forwarder {
 struct Shared {
     watch: Arc<dyn WatchResponses>,
     metrics: ProxyMetrics,
-    clock: Arc<dyn Clock>,
-    max_sse_event_bytes: usize,
+    streams: StreamSettings,
 }
 
 impl Forwarder {
     pub fn new(
         watch: Arc<dyn WatchResponses>,
         metrics: ProxyMetrics,
-        clock: Arc<dyn Clock>,
-        max_sse_event_bytes: usize,
+        streams: StreamSettings,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 watch,
                 metrics,
-                clock,
-                max_sse_event_bytes,
+                streams,
             }),
         }
     }
@@ -86,8 +82,7 @@ impl Shared {
             route,
             upstream_request,
             &self.metrics,
-            self.clock.as_ref(),
-            self.max_sse_event_bytes,
+            &self.streams,
             observer,
         )
         .await;

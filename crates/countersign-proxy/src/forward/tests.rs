@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use std::time::Duration;
 
 use countersign_jsonrpc::message::Payload;
 use countersign_testkit::RecordingUpstream;
@@ -12,6 +13,7 @@ use crate::audit::ForwardOutcome;
 use crate::clock::SystemClock;
 use crate::error::code;
 use crate::metrics::ProxyMetrics;
+use crate::relay::{QuietLimits, StreamSettings};
 use crate::route::Route;
 use crate::testing::{MAX_EVENT_BYTES, NoEdits, PATH, body_json, route, unreachable_url};
 
@@ -19,8 +21,14 @@ fn forwarder() -> Forwarder {
     Forwarder::new(
         Arc::new(NoEdits),
         ProxyMetrics::unregistered(),
-        Arc::new(SystemClock),
-        MAX_EVENT_BYTES,
+        StreamSettings {
+            max_event_bytes: MAX_EVENT_BYTES,
+            quiet: QuietLimits {
+                keep_alive: Duration::from_secs(15),
+                idle_timeout: Duration::from_secs(3600),
+            },
+            clock: Arc::new(SystemClock),
+        },
     )
 }
 

@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use tower::Layer;
 
+use super::budget::BodyBudget;
 use super::service::{Parse, ParseSettings};
 use crate::config::Limits;
 use crate::metrics::ProxyMetrics;
@@ -14,8 +15,16 @@ pub struct ParseLayer {
 
 impl ParseLayer {
     pub fn new(limits: Limits, metrics: ProxyMetrics) -> Self {
+        let budget = BodyBudget::new(
+            limits.max_in_flight_body_bytes.get(),
+            metrics.in_flight_body_bytes(),
+        );
         Self {
-            settings: Arc::new(ParseSettings { limits, metrics }),
+            settings: Arc::new(ParseSettings {
+                limits,
+                metrics,
+                budget,
+            }),
         }
     }
 }

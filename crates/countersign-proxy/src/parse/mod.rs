@@ -6,16 +6,22 @@
 //! checked. Every layer below sees only the parsed value, so what is classified, approved and
 //! forwarded is one value; nothing downstream can reach the raw body.
 //!
+//! Every body is also counted against the listener's in-flight body budget
+//! ([`HeldBody`], `limits.max_in_flight_body_bytes`) from before it is read until its request
+//! is dropped; a body that does not fit is refused with 503 unread.
+//!
 //! ```ignore
 //! let service = tower::ServiceBuilder::new()
 //!     .layer(ParseLayer::new(limits, metrics))
 //!     .service(inner); // a Service<Request<Parsed>>
 //! ```
 
+mod budget;
 mod inspect;
 mod layer;
 mod service;
 
+pub use budget::HeldBody;
 pub use inspect::{InspectedPost, inspect_post};
 pub use layer::ParseLayer;
 pub use service::Parse;

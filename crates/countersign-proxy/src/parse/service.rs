@@ -4,12 +4,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::{Method, Request, Response};
+use http::{HeaderMap, Method, Request, Response, header};
 use http_body::Body;
 use http_body_util::BodyExt;
 use tower::Service;
 
 use super::Parsed;
+use super::budget::{BodyBudget, BodyReservation, HeldBody, OverBudget};
 use super::inspect::inspect_post;
 use crate::body::{BoxError, ResponseBody};
 use crate::config::Limits;
@@ -30,6 +31,8 @@ pub struct Parse<S> {
 pub(super) struct ParseSettings {
     pub(super) limits: Limits,
     pub(super) metrics: ProxyMetrics,
+    /// Shared by every request of the listener.
+    pub(super) budget: BodyBudget,
 }
 
 impl<S, B> Service<Request<B>> for Parse<S>
@@ -60,22 +63,45 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let settings = self.settings.clone();
         ResponseFuture::working(async move {
-            let (parts, body) = request.into_parts();
+            let (mut parts, body) = request.into_parts();
             let label = parts.extensions.get::<Route>().map_or("none", |r| r.label);
             let (limits, metrics) = (&settings.limits, &settings.metrics);
             let refuse = |error: ProxyError, id| error.answer(id, metrics, label, "POST");
-            let bytes =
-                match collect_limited(body, limits.max_body_bytes.get(), limits.body_timeout).await
-                {
-                    Ok(bytes) => bytes,
-                    Err(error) => return refuse(error, None),
-                };
+            let over_budget = |over: OverBudget| {
+                metrics.record_limit_hit("in_flight_body_bytes");
+                refuse(
+                    ProxyError::OverBodyBudget {
+                        budget: over.budget,
+                    },
+                    None,
+                )
+            };
+            // Before a byte is read: a body the gateway cannot afford stays on the wire.
+            let mut reservation = match settings.budget.reserve(declared_length(&parts.headers)) {
+                Ok(reservation) => reservation,
+                Err(over) => return over_budget(over),
+            };
+            let read = collect_limited(
+                body,
+                limits.max_body_bytes.get(),
+                limits.body_timeout,
+                (&settings.budget, &mut reservation),
+            )
+            .await;
+            let bytes = match read {
+                Ok(bytes) => bytes,
+                Err(BodyError::OverBudget(over)) => return over_budget(over),
+                Err(BodyError::Refused(error)) => return refuse(error, None),
+            };
             let inspected = match inspect_post(&parts.headers, &bytes, limits.max_json_depth.get())
             {
                 Ok(inspected) => inspected,
                 Err((error, id)) => return refuse(error, id.as_ref()),
             };
             drop(bytes);
+            // The parsed value is the body in another form: its bytes stay counted for as long
+            // as the request lives, a held call's wait for a person included.
+            parts.extensions.insert(HeldBody::new(reservation));
             let request = Request::from_parts(parts, Parsed::Message(inspected));
             match inner.call(request).await {
                 Ok(response) => response,
@@ -85,10 +111,34 @@ where
     }
 }
 
+/// Why a body read stopped.
+enum BodyError {
+    /// The client's doing: too large, too slow, broken.
+    Refused(ProxyError),
+    /// More arrived than the listener's budget has room for.
+    OverBudget(OverBudget),
+}
+
+/// The body size the request declares: its `Content-Length` (hardening has checked it is a
+/// number within `max_body_bytes`), or nothing, as HTTP/1.1 reads a request without one.
+fn declared_length(headers: &HeaderMap) -> usize {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Reads a whole request body, refusing it once it passes `limit` bytes or once `deadline` has
 /// passed since the first poll. The deadline covers the whole body, not the gap between frames,
-/// so a client dripping one byte at a time cannot hold the request open.
-async fn collect_limited<B>(body: B, limit: usize, deadline: Duration) -> Result<Bytes, ProxyError>
+/// so a client dripping one byte at a time cannot hold the request open. Bytes beyond what
+/// `reservation` holds of the budget are reserved as they arrive.
+async fn collect_limited<B>(
+    body: B,
+    limit: usize,
+    deadline: Duration,
+    (budget, reservation): (&BodyBudget, &mut BodyReservation),
+) -> Result<Bytes, BodyError>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
@@ -97,10 +147,16 @@ where
         let mut body = body;
         let mut buffer = BytesMut::new();
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| ProxyError::BodyRead(e.into()))?;
+            let frame = frame.map_err(|e| BodyError::Refused(ProxyError::BodyRead(e.into())))?;
             if let Ok(data) = frame.into_data() {
-                if buffer.len() + data.len() > limit {
-                    return Err(ProxyError::BodyTooLarge { limit });
+                let length = buffer.len() + data.len();
+                if length > limit {
+                    return Err(BodyError::Refused(ProxyError::BodyTooLarge { limit }));
+                }
+                if let Some(more) = length.checked_sub(reservation.bytes()).filter(|n| *n > 0) {
+                    budget
+                        .grow(reservation, more)
+                        .map_err(BodyError::OverBudget)?;
                 }
                 buffer.extend_from_slice(&data);
             }
@@ -109,5 +165,5 @@ where
     };
     tokio::time::timeout(deadline, read)
         .await
-        .map_err(|_| ProxyError::BodyTimeout(deadline))?
+        .map_err(|_| BodyError::Refused(ProxyError::BodyTimeout(deadline)))?
 }

@@ -198,3 +198,117 @@ async fn a_body_that_never_finishes_is_answered_408_at_the_body_deadline() {
     );
     assert!(received_nothing(&mut handle));
 }
+
+const BUDGET: usize = 300;
+
+fn budgeted() -> Limits {
+    Limits {
+        max_in_flight_body_bytes: NonZeroUsize::new(BUDGET).expect("non-zero"),
+        ..limits()
+    }
+}
+
+/// A `ping` padded to exactly `length` bytes, as `Content-Length` declares it.
+fn ping_of(length: usize) -> String {
+    let bare =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": ""}}).to_string();
+    let padded = json!({"jsonrpc": "2.0", "id": 1, "method": "ping",
+                        "params": {"pad": "x".repeat(length - bare.len())}});
+    padded.to_string()
+}
+
+fn declared(body: impl Into<Bytes>) -> Request<Full<Bytes>> {
+    let body = body.into();
+    Request::post(PATH)
+        .header("content-type", "application/json")
+        .header("content-length", body.len().to_string())
+        .body(Full::new(body))
+        .expect("a valid request")
+}
+
+#[tokio::test]
+async fn a_body_the_in_flight_budget_cannot_hold_is_refused_with_503_unread() {
+    let (inner, mut handle) = mock_inner();
+    let mut service = ParseLayer::new(budgeted(), ProxyMetrics::unregistered()).layer(inner);
+    // A client that declared 200 bytes and is still sending them holds them already.
+    type Never = StreamBody<futures_util::stream::Pending<Result<Frame<Bytes>, Infallible>>>;
+    let slow: Request<Never> = Request::post(PATH)
+        .header("content-type", "application/json")
+        .header("content-length", "200")
+        .body(StreamBody::new(futures_util::stream::pending()))
+        .expect("a valid request");
+    let ready = ServiceExt::<Request<Never>>::ready(&mut service).await;
+    let mut slow = ready.expect("ready").call(slow);
+    assert!(
+        (&mut slow).now_or_never().is_none(),
+        "the slow body is being read"
+    );
+
+    let ready = ServiceExt::<Request<Full<Bytes>>>::ready(&mut service).await;
+    let refused = ready
+        .expect("ready")
+        .call(declared(ping_of(200)))
+        .await
+        .expect("infallible");
+
+    assert_eq!(
+        refused.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not 413: the body was fine"
+    );
+    assert_eq!(
+        refused.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
+    let answer = body_json(refused).await;
+    assert_eq!(answer["error"]["code"], json!(code::TRANSPORT));
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("in-flight body budget")),
+        "{answer}"
+    );
+    assert!(received_nothing(&mut handle));
+
+    // The slow client gives up: its bytes go back to the budget.
+    drop(slow);
+    let (response, received) =
+        call_answering(service, declared(ping_of(200)), &mut handle, ok).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(received.len(), 1);
+}
+
+#[tokio::test]
+async fn a_parsed_request_keeps_its_body_counted_until_it_is_dropped() {
+    let (inner, mut handle) = mock_inner();
+    let mut service = ParseLayer::new(budgeted(), ProxyMetrics::unregistered()).layer(inner);
+    let ready = ServiceExt::<Request<Full<Bytes>>>::ready(&mut service).await;
+    let first = tokio::spawn(ready.expect("ready").call(declared(ping_of(200))));
+    // Below parse, the request waits (as a held call waits for a person) with its body parsed.
+    let (held, reply) = handle
+        .next_request()
+        .await
+        .expect("the first request is parsed");
+    assert!(held.extensions().get::<super::HeldBody>().is_some());
+
+    let ready = ServiceExt::<Request<Full<Bytes>>>::ready(&mut service).await;
+    let refused = ready
+        .expect("ready")
+        .call(declared(ping_of(200)))
+        .await
+        .expect("infallible");
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+
+    drop(held);
+    reply.send_response(ok_response());
+    first
+        .await
+        .expect("the first request ends")
+        .expect("infallible");
+    let (response, _) = call_answering(service, declared(ping_of(200)), &mut handle, ok).await;
+    assert_eq!(response.status(), StatusCode::OK, "the budget came back");
+}
+
+fn ok_response() -> http::Response<crate::body::ResponseBody> {
+    json_response(&json!({"jsonrpc": "2.0", "id": 1, "result": {}}))
+}

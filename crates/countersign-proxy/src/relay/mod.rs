@@ -3,9 +3,11 @@
 //! passes a [`MessageObserver`] on its way, which is how the gateway's response edits and
 //! catalog watching see upstream traffic without the relay knowing anything about them.
 
+mod quiet;
 mod sse;
 
-pub use sse::SseRelay;
+pub use quiet::QuietLimits;
+pub use sse::{SseRelay, StreamSettings};
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
@@ -14,7 +16,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 
 use crate::body::{ResponseBody, full};
-use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
@@ -47,11 +48,11 @@ pub async fn relay(
     route: &RouteTarget,
     request: Request<Full<Bytes>>,
     metrics: &ProxyMetrics,
-    clock: &dyn Clock,
-    max_sse_event_bytes: usize,
+    streams: &StreamSettings,
     mut observer: Option<Observer>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let upstream = &route.upstream;
+    let clock = &streams.clock;
     let started = clock.now();
     let response = route.client.send(upstream, request).await?;
     metrics.observe_upstream_latency(route.label, clock.now().duration_since(started));
@@ -74,8 +75,7 @@ pub async fn relay(
             HeaderName::from_static("x-accel-buffering"),
             HeaderValue::from_static("no"),
         );
-        let guard = metrics.stream_opened(route.label);
-        SseRelay::new(body, max_sse_event_bytes, guard, observer).boxed_unsync()
+        SseRelay::new(body, streams, metrics, route.label, observer).boxed_unsync()
     } else {
         let bytes = buffer(upstream, body).await?;
         match observer.as_mut().and_then(|o| o.observe(&bytes)) {

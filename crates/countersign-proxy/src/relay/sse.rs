@@ -4,19 +4,26 @@
 //! buffered past an event boundary, and `id:`, `event:`, `retry:`, comments and empty priming
 //! events pass intact. Decoding here (rather than copying bytes) is what later lets the gateway
 //! inspect server messages and inject its own events between them.
+//!
+//! A quiet stream gets keep-alive comments and, once its upstream has been silent for the idle
+//! timeout, is ended ([`quiet`](super::quiet)).
 
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use countersign_jsonrpc::sse::{SseDecoder, SseEvent, SseField};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
+use tokio::time::Sleep;
 use tracing::debug;
 
 use super::Observer;
+use super::quiet::{Due, KEEP_ALIVE_COMMENT, QuietClock, QuietLimits};
 use crate::body::BoxError;
-use crate::metrics::StreamGuard;
+use crate::clock::Clock;
+use crate::metrics::{ProxyMetrics, StreamGuard};
 
 /// Encodes every event `next` yields (after the observer saw it) into one frame; `None` when
 /// there was none.
@@ -69,16 +76,32 @@ fn observe_event(observer: &mut Observer, event: &mut SseEvent) {
 pin_project! {
     /// Response body that relays an upstream SSE body one event at a time.
     pub struct SseRelay<B> {
+        // `None` once the stream was ended for idleness: dropping the body closes the upstream
+        // connection at once rather than when the client finally goes.
         #[pin]
-        upstream: B,
+        upstream: Option<B>,
         decoder: SseDecoder,
         upstream_done: bool,
         // Whether any bytes went to the client yet: the stream's start needs a BOM guard.
         sent_anything: bool,
         observer: Option<Observer>,
+        quiet: QuietClock,
+        #[pin]
+        timer: Sleep,
+        metrics: ProxyMetrics,
+        upstream_label: &'static str,
         // Held for the lifetime of the stream so the open-streams gauge stays right.
         _guard: StreamGuard,
     }
+}
+
+/// What a relayed stream is built with, besides its body and observer.
+#[derive(Debug, Clone)]
+pub struct StreamSettings {
+    /// Largest single event accepted from the upstream.
+    pub max_event_bytes: usize,
+    pub quiet: QuietLimits,
+    pub clock: Arc<dyn Clock>,
 }
 
 impl<B> std::fmt::Debug for SseRelay<B> {
@@ -90,19 +113,26 @@ impl<B> std::fmt::Debug for SseRelay<B> {
 }
 
 impl<B> SseRelay<B> {
+    /// Relays `upstream`, the stream of the upstream named `upstream_label`.
     pub fn new(
         upstream: B,
-        max_event_bytes: usize,
-        guard: StreamGuard,
+        settings: &StreamSettings,
+        metrics: &ProxyMetrics,
+        upstream_label: &'static str,
         observer: Option<Observer>,
     ) -> Self {
+        let (quiet, timer) = QuietClock::start(settings.quiet, settings.clock.clone());
         Self {
-            upstream,
-            decoder: SseDecoder::new(max_event_bytes),
+            upstream: Some(upstream),
+            decoder: SseDecoder::new(settings.max_event_bytes),
             upstream_done: false,
             sent_anything: false,
             observer,
-            _guard: guard,
+            quiet,
+            timer,
+            metrics: metrics.clone(),
+            upstream_label,
+            _guard: metrics.stream_opened(upstream_label),
         }
     }
 }
@@ -129,22 +159,54 @@ where
                 SseDecoder::next_event,
             ) {
                 Err(error) => return Poll::Ready(Some(Err(error))),
-                Ok(Some(frame)) => return Poll::Ready(Some(Ok(frame))),
+                Ok(Some(frame)) => {
+                    this.quiet.sent();
+                    return Poll::Ready(Some(Ok(frame)));
+                }
                 Ok(None) if *this.upstream_done => return Poll::Ready(None),
                 Ok(None) => {}
             }
-            match ready!(this.upstream.as_mut().poll_frame(cx)) {
-                Some(Ok(frame)) => {
+            let Some(upstream) = this.upstream.as_mut().as_pin_mut() else {
+                return Poll::Ready(None);
+            };
+            let polled = upstream.poll_frame(cx);
+            if polled.is_ready() {
+                this.quiet.heard();
+            }
+            match polled {
+                Poll::Pending => match this.quiet.poll_due(this.timer.as_mut(), cx) {
+                    Due::Nothing => return Poll::Pending,
+                    Due::KeepAlive => {
+                        // The comment now opens the stream, so no later event needs the
+                        // stream-start BOM guard.
+                        *this.sent_anything = true;
+                        return Poll::Ready(Some(Ok(Frame::data(KEEP_ALIVE_COMMENT))));
+                    }
+                    Due::Idle => {
+                        debug!(
+                            upstream = *this.upstream_label,
+                            idle_timeout = ?this.quiet.idle_timeout(),
+                            "upstream stream sent nothing for the idle timeout; ended it"
+                        );
+                        this.metrics.record_limit_hit("sse_idle_timeout");
+                        // A half-received event is dropped with the upstream: the client sees
+                        // only whole events, then a clean end.
+                        this.upstream.set(None);
+                        *this.upstream_done = true;
+                        return Poll::Ready(None);
+                    }
+                },
+                Poll::Ready(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
                         this.decoder.push(&data);
                     }
                 }
-                Some(Err(error)) => {
+                Poll::Ready(Some(Err(error))) => {
                     let error: BoxError = error.into();
                     debug!(%error, "upstream SSE stream failed");
                     return Poll::Ready(Some(Err(error)));
                 }
-                None => {
+                Poll::Ready(None) => {
                     // The stream ended: whatever the decoder still holds is the last event.
                     *this.upstream_done = true;
                     let last = drain(

@@ -1,11 +1,19 @@
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
+use tokio::sync::mpsc;
 
-use super::{MessageObserver, Observer, SseRelay};
+use super::{MessageObserver, Observer, QuietLimits, SseRelay, StreamSettings};
+use crate::clock::{Clock, SystemClock};
 use crate::metrics::ProxyMetrics;
+
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// An upstream body that delivers `chunks` one frame each.
 fn upstream(
@@ -32,8 +40,42 @@ async fn frames(
 }
 
 fn relay<B>(body: B, observer: Option<Observer>) -> SseRelay<B> {
-    let metrics = ProxyMetrics::unregistered();
-    SseRelay::new(body, 1 << 20, metrics.stream_opened("store"), observer)
+    relay_measured(body, observer, &ProxyMetrics::unregistered())
+}
+
+fn relay_measured<B>(body: B, observer: Option<Observer>, metrics: &ProxyMetrics) -> SseRelay<B> {
+    let settings = StreamSettings {
+        max_event_bytes: 1 << 20,
+        quiet: QuietLimits {
+            keep_alive: KEEP_ALIVE,
+            idle_timeout: IDLE_TIMEOUT,
+        },
+        clock: Arc::new(SystemClock),
+    };
+    SseRelay::new(body, &settings, metrics, "store", observer)
+}
+
+/// An upstream body the test feeds chunk by chunk; it stays open until the sender is dropped.
+fn live_upstream() -> (
+    mpsc::Sender<Bytes>,
+    StreamBody<impl futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>>>,
+) {
+    let (sender, receiver) = mpsc::channel::<Bytes>(4);
+    let frames = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        let chunk = receiver.recv().await?;
+        Some((Ok(Frame::data(chunk)), receiver))
+    });
+    (sender, StreamBody::new(frames))
+}
+
+/// The relay's next frame as text; `None` at its end.
+async fn next_frame<B>(relay: &mut std::pin::Pin<&mut SseRelay<B>>) -> Option<String>
+where
+    B: http_body::Body<Data = Bytes, Error = Infallible>,
+{
+    let frame = relay.frame().await?.expect("relay frame");
+    let data = frame.into_data().expect("data frame");
+    Some(String::from_utf8(data.to_vec()).expect("utf-8"))
 }
 
 #[tokio::test]
@@ -108,5 +150,101 @@ async fn a_field_named_after_a_byte_order_mark_cannot_become_data_at_the_clients
         data,
         ["{\"seen\":1}"],
         "the client sees the data the gateway saw, no more"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_stream_gets_a_keep_alive_comment_each_interval_until_the_upstream_speaks() {
+    let (upstream, body) = live_upstream();
+    let relay = relay(body, None);
+    let mut relay = std::pin::pin!(relay);
+    let start = SystemClock.now();
+
+    assert!(
+        relay.frame().now_or_never().is_none(),
+        "nothing to send yet"
+    );
+    assert_eq!(
+        next_frame(&mut relay).await.as_deref(),
+        Some(": keep-alive\n\n")
+    );
+    assert_eq!(SystemClock.now() - start, KEEP_ALIVE);
+    assert_eq!(
+        next_frame(&mut relay).await.as_deref(),
+        Some(": keep-alive\n\n")
+    );
+    assert_eq!(SystemClock.now() - start, KEEP_ALIVE * 2);
+
+    upstream
+        .send(Bytes::from_static(b"data: {\"n\":1}\n\n"))
+        .await
+        .expect("the relay reads on");
+    assert_eq!(
+        next_frame(&mut relay).await.as_deref(),
+        Some("data: {\"n\":1}\n\n")
+    );
+    assert_eq!(
+        next_frame(&mut relay).await.as_deref(),
+        Some(": keep-alive\n\n")
+    );
+    assert_eq!(
+        SystemClock.now() - start,
+        KEEP_ALIVE * 3,
+        "an event sent to the client restarts the keep-alive interval"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upstream_silent_for_the_idle_timeout_is_dropped_and_the_stream_ends_cleanly() {
+    let (upstream, body) = live_upstream();
+    let metrics = ProxyMetrics::unregistered();
+    let relay = relay_measured(body, None, &metrics);
+    let mut relay = std::pin::pin!(relay);
+    let start = SystemClock.now();
+
+    // Keep-alives go to the client, but only the upstream's own bytes count as it speaking.
+    let mut comments = 0;
+    while let Some(frame) = next_frame(&mut relay).await {
+        assert_eq!(frame, ": keep-alive\n\n");
+        comments += 1;
+    }
+
+    assert_eq!(SystemClock.now() - start, IDLE_TIMEOUT);
+    assert_eq!(comments, 3, "at 15 s, 30 s and 45 s");
+    assert!(
+        upstream.is_closed(),
+        "the upstream body is dropped as the stream ends, closing its connection"
+    );
+    assert!(next_frame(&mut relay).await.is_none(), "and stays ended");
+}
+
+#[tokio::test(start_paused = true)]
+async fn upstream_bytes_restart_the_idle_clock_but_half_an_event_is_never_sent() {
+    let (upstream, body) = live_upstream();
+    let relay = relay(body, None);
+    let mut relay = std::pin::pin!(relay);
+    let start = SystemClock.now();
+
+    // A keep-alive from the upstream is traffic: it keeps the stream up.
+    tokio::time::sleep(IDLE_TIMEOUT - Duration::from_secs(1)).await;
+    upstream
+        .send(Bytes::from_static(b": upstream ping\n\ndata: {\"cut\":"))
+        .await
+        .expect("the relay reads on");
+
+    let mut sent = Vec::new();
+    while let Some(frame) = next_frame(&mut relay).await {
+        sent.push(frame);
+    }
+
+    assert_eq!(
+        SystemClock.now() - start,
+        IDLE_TIMEOUT - Duration::from_secs(1) + IDLE_TIMEOUT,
+        "ended one idle timeout after the upstream's last bytes"
+    );
+    assert!(sent.contains(&": upstream ping\n\n".to_owned()));
+    assert!(
+        sent.iter().all(|frame| !frame.contains("cut")),
+        "the event the upstream never finished is not sent: {sent:?}"
     );
 }

@@ -5,15 +5,25 @@ use std::time::Duration;
 use countersign_policy::{Catalog, PinnedTool, Risk};
 use serde_json::Value;
 use tokio::time::Instant;
-use tracing::info;
+use tracing::{info, warn};
+
+use super::catalog_bound::bound_listing;
+use crate::config::Limits;
+use crate::metrics::ProxyMetrics;
 
 /// How long a listing answers "is this tool known?" before an unknown tool triggers another.
 const RELIST_AFTER: Duration = Duration::from_secs(10);
 
+/// Refused names a log line shows; the metric has the count.
+const REFUSED_NAMES_LOGGED: usize = 5;
+
 /// The pinned catalog with its refresh bookkeeping.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CatalogState {
     catalog: RwLock<Catalog>,
+    /// Most tools pinned per upstream ([`bound_listing`]).
+    max_tools_per_upstream: usize,
+    metrics: ProxyMetrics,
     /// Upstreams that announced `notifications/tools/list_changed` since their last listing.
     stale: Mutex<HashSet<String>>,
     /// One listing at a time per upstream, so a burst of calls to an unknown tool costs one.
@@ -23,7 +33,28 @@ pub struct CatalogState {
     listed: Mutex<HashMap<String, Instant>>,
 }
 
+impl Default for CatalogState {
+    fn default() -> Self {
+        Self::new(
+            Limits::default().max_tools_per_upstream.get(),
+            ProxyMetrics::unregistered(),
+        )
+    }
+}
+
 impl CatalogState {
+    /// An empty catalog that pins at most `max_tools_per_upstream` tools per upstream.
+    pub fn new(max_tools_per_upstream: usize, metrics: ProxyMetrics) -> Self {
+        Self {
+            catalog: RwLock::default(),
+            max_tools_per_upstream,
+            metrics,
+            stale: Mutex::default(),
+            refreshing: Mutex::default(),
+            listed: Mutex::default(),
+        }
+    }
+
     pub fn get(&self, upstream: &str, tool: &str) -> Option<PinnedTool> {
         self.catalog
             .read()
@@ -86,13 +117,21 @@ impl CatalogState {
             .contains(upstream)
     }
 
-    /// Pins one complete listing.
+    /// Pins one complete listing, within the upstream's bound: new tools past it stay unpinned
+    /// (and so `unknown`), pinned ones are never evicted.
     pub fn observe(&self, upstream: &str, tools: &[Value]) {
-        let events = self
-            .catalog
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .observe(upstream, tools);
+        let (events, bounded, pinned) = {
+            let mut catalog = self.catalog.write().unwrap_or_else(|p| p.into_inner());
+            let bounded = bound_listing(
+                tools,
+                |name| catalog.get(upstream, name).is_some(),
+                catalog.tools(upstream).count(),
+                self.max_tools_per_upstream,
+            );
+            let events = catalog.observe(upstream, &bounded.tools);
+            let pinned = catalog.tools(upstream).count();
+            (events, bounded, pinned)
+        };
         self.stale
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -100,6 +139,21 @@ impl CatalogState {
         for event in events {
             info!(?event, "tool catalog changed");
         }
+        if !bounded.collisions.is_empty() {
+            warn!(upstream = %upstream, tools = ?bounded.collisions, "listed tools differ only by case from tools the full catalog could not pin; pinned them as suspicious");
+        }
+        if !bounded.refused.is_empty() {
+            let shown = &bounded.refused[..bounded.refused.len().min(REFUSED_NAMES_LOGGED)];
+            warn!(
+                upstream = %upstream,
+                max_tools_per_upstream = self.max_tools_per_upstream,
+                refused = bounded.refused.len(),
+                first = ?shown,
+                "tool catalog full; new tools not pinned, calls to them are treated as unknown"
+            );
+        }
+        self.metrics
+            .record_catalog(upstream, pinned, bounded.refused.len());
     }
 
     /// The lock held while listing `upstream`.
@@ -148,6 +202,76 @@ mod tests {
             state
                 .answer("store", "list_products", SystemClock.now())
                 .is_some()
+        );
+    }
+
+    fn bounded(max: usize) -> CatalogState {
+        CatalogState::new(max, ProxyMetrics::unregistered())
+    }
+
+    fn destructive(name: &str) -> Value {
+        json!({"name": name, "inputSchema": {"type": "object"}})
+    }
+
+    #[test]
+    fn a_full_catalog_leaves_new_tools_unpinned_and_keeps_every_pinned_one() {
+        let state = bounded(2);
+        state.observe("store", &[tool("list_products"), tool("get_order")]);
+        // The upstream drops one tool and offers new ones: the removed pin still counts.
+        state.observe(
+            "store",
+            &[tool("list_products"), tool("delete_all"), tool("export")],
+        );
+
+        assert!(state.get("store", "list_products").is_some());
+        let removed = state.get("store", "get_order").expect("never evicted");
+        assert_eq!(
+            removed.effective_risk(),
+            Risk::Unknown,
+            "a removed tool stays pinned, at unknown"
+        );
+        assert!(
+            state.get("store", "delete_all").is_none(),
+            "not pinned, so classified unknown"
+        );
+        assert!(state.get("store", "export").is_none());
+        assert_eq!(state.pinned_risks("store").len(), 2);
+    }
+
+    #[test]
+    fn a_full_catalog_still_raises_the_risk_of_a_pinned_tool() {
+        let state = bounded(1);
+        state.observe("store", &[tool("get_order")]);
+        state.observe("store", &[destructive("get_order"), tool("other")]);
+        let pin = state.get("store", "get_order").expect("pinned");
+        assert_eq!(pin.effective_risk(), Risk::Destructive);
+    }
+
+    #[test]
+    fn a_name_the_full_catalog_refused_still_makes_its_case_twin_suspicious() {
+        let state = bounded(1);
+        state.observe("store", &[tool("get_order")]);
+        state.observe("store", &[tool("get_order"), destructive("GET_ORDER")]);
+        let pin = state.get("store", "get_order").expect("pinned");
+        assert_eq!(pin.status, countersign_policy::PinStatus::Suspicious);
+        assert_eq!(pin.effective_risk(), Risk::Unknown);
+        assert!(state.get("store", "GET_ORDER").is_none());
+    }
+
+    #[test]
+    fn catalog_size_and_refusals_are_measured() {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let state = CatalogState::new(1, ProxyMetrics::register(&mut registry));
+        state.observe("store", &[tool("a"), tool("b"), tool("c")]);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        assert!(
+            text.contains("countersign_catalog_tools{upstream=\"store\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("countersign_catalog_pins_refused_total{upstream=\"store\"} 2"),
+            "{text}"
         );
     }
 

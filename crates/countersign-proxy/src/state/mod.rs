@@ -3,6 +3,7 @@
 //! talks to an upstream or a store, so it is tested directly.
 
 mod catalog;
+mod catalog_bound;
 mod policy;
 mod sessions;
 

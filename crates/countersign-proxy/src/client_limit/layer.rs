@@ -1,0 +1,38 @@
+use std::sync::Arc;
+
+use tower::Layer;
+
+use super::service::{ClientLimit, ClientLimitSettings};
+use super::slots::ClientSlots;
+use crate::config::ConnectionLimits;
+use crate::metrics::ProxyMetrics;
+
+/// Applies [`ClientLimit`] to a service. One layer, one count per client: every service it
+/// makes shares the slots.
+#[derive(Debug, Clone)]
+pub struct ClientLimitLayer {
+    settings: Arc<ClientLimitSettings>,
+}
+
+impl ClientLimitLayer {
+    pub fn new(connections: &ConnectionLimits, metrics: ProxyMetrics) -> Self {
+        Self {
+            settings: Arc::new(ClientLimitSettings {
+                slots: Arc::new(ClientSlots::new(connections.max_requests_per_client.get())),
+                address: connections.client_address.clone(),
+                metrics,
+            }),
+        }
+    }
+}
+
+impl<S> Layer<S> for ClientLimitLayer {
+    type Service = ClientLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ClientLimit {
+            inner,
+            settings: self.settings.clone(),
+        }
+    }
+}

@@ -1,0 +1,67 @@
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Method, Request, Response};
+use tower::Service;
+use tracing::debug;
+
+use super::PeerAddr;
+use super::future::ResponseFuture;
+use super::slots::{ClientSlots, client_key};
+use crate::body::ResponseBody;
+use crate::config::ClientAddress;
+use crate::error::ProxyError;
+use crate::metrics::ProxyMetrics;
+use crate::route::Route;
+
+/// Refuses a client's request past its concurrency limit; see the [module docs](super).
+#[derive(Debug, Clone)]
+pub struct ClientLimit<S> {
+    pub(super) inner: S,
+    pub(super) settings: Arc<ClientLimitSettings>,
+}
+
+#[derive(Debug)]
+pub(super) struct ClientLimitSettings {
+    pub(super) slots: Arc<ClientSlots>,
+    pub(super) address: ClientAddress,
+    pub(super) metrics: ProxyMetrics,
+}
+
+impl<S, B> Service<Request<B>> for ClientLimit<S>
+where
+    S: Service<Request<B>, Response = Response<ResponseBody>>,
+{
+    type Response = Response<ResponseBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let settings = &self.settings;
+        let peer = request.extensions().get::<PeerAddr>().map(|p| p.0.ip());
+        let key = client_key(&settings.address, request.headers(), peer);
+        match settings.slots.take(key) {
+            Some(slot) => ResponseFuture::inner(self.inner.call(request), slot),
+            None => {
+                let limit = settings.slots.limit();
+                debug!(client = ?key, limit, "client over its concurrent request limit");
+                settings.metrics.record_limit_hit("requests_per_client");
+                let upstream = request
+                    .extensions()
+                    .get::<Route>()
+                    .map_or("none", |r| r.label);
+                let method = match *request.method() {
+                    Method::GET => "GET",
+                    Method::DELETE => "DELETE",
+                    _ => "POST",
+                };
+                let error = ProxyError::TooManyClientRequests { limit };
+                ResponseFuture::answered(error.answer(None, &settings.metrics, upstream, method))
+            }
+        }
+    }
+}
