@@ -220,7 +220,7 @@ async fn a_client_past_its_concurrent_request_cap_gets_429_and_the_upstream_noth
         "both streams are open upstream"
     );
 
-    let refused = collect(call(&h, 3, "hold").await).await;
+    let refused = within("the refusal", collect(call(&h, 3, "hold").await)).await;
 
     assert_eq!(refused.status, 429, "{}", refused.text());
     assert_eq!(refused.header("retry-after"), Some("1"));
@@ -249,7 +249,7 @@ async fn a_client_past_its_concurrent_request_cap_gets_429_and_the_upstream_noth
     // One stream ends: its slot comes back.
     drop(feeds.lock().expect("feeds lock").remove(0));
     within("the first stream's end", collect(first)).await;
-    let after = collect(call(&h, 4, "quick").await).await;
+    let after = within("the next call", collect(call(&h, 4, "quick").await)).await;
     assert_eq!(after.status, 200, "{}", after.text());
     assert_eq!(h.upstream.tool_calls().len(), 3);
 }
