@@ -31,6 +31,10 @@ pub struct CatalogState {
     /// When each upstream was last listed (successfully or not): a tool still unknown right
     /// after a listing is not worth listing again on every call.
     listed: Mutex<HashMap<String, Instant>>,
+    /// What the bound did to the last listing of each upstream (tools left unpinned, tools made
+    /// suspicious): every client's `tools/list` repeats it, and a warning is worth giving only
+    /// when it changes.
+    refused: Mutex<HashMap<String, (usize, usize)>>,
 }
 
 impl Default for CatalogState {
@@ -52,6 +56,7 @@ impl CatalogState {
             stale: Mutex::default(),
             refreshing: Mutex::default(),
             listed: Mutex::default(),
+            refused: Mutex::default(),
         }
     }
 
@@ -139,10 +144,17 @@ impl CatalogState {
         for event in events {
             info!(?event, "tool catalog changed");
         }
-        if !bounded.collisions.is_empty() {
+        let outcome = (bounded.refused.len(), bounded.collisions.len());
+        let before = self
+            .refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(upstream.to_owned(), outcome);
+        let news = before != Some(outcome);
+        if news && !bounded.collisions.is_empty() {
             warn!(upstream = %upstream, tools = ?bounded.collisions, "listed tools differ only by case from tools the full catalog could not pin; pinned them as suspicious");
         }
-        if !bounded.refused.is_empty() {
+        if news && !bounded.refused.is_empty() {
             let shown = &bounded.refused[..bounded.refused.len().min(REFUSED_NAMES_LOGGED)];
             warn!(
                 upstream = %upstream,
