@@ -2,12 +2,14 @@
 //! many bodies at once cannot take more memory than the operator allowed, whatever each one's
 //! own size limit.
 //!
-//! A request reserves its declared `Content-Length` before a byte of it is read and grows the
-//! reservation if more arrives than was declared. The reservation then travels with the parsed
-//! request in its extensions: the parsed value is the body's bytes in another form, and it lives
-//! as long as the request does — through classification, while a held call waits for a person,
-//! until the forwarder has sent it. Refusing is immediate, never a wait: a queue of bodies
-//! waiting for memory is itself memory.
+//! A body's bytes are counted as they are read, so a client that declares a large body and
+//! sends nothing holds nothing. A body whose declared `Content-Length` does not fit in what is
+//! left is refused before a byte of it is read, so the refusal comes while the client can still
+//! read it. What was counted then travels with the parsed request in its extensions: the parsed
+//! value is the body's bytes in another form, and it lives as long as the request does —
+//! through classification, while a held call waits for a person, until the forwarder has sent
+//! it. Refusing is immediate, never a wait: a queue of bodies waiting for memory is itself
+//! memory.
 
 use std::sync::Arc;
 
@@ -19,11 +21,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub(crate) struct BodyBudget {
     bytes: Arc<Semaphore>,
     total: usize,
-    /// Bytes reserved right now, for `/metrics`.
+    /// Bytes counted right now, for `/metrics`.
     in_use: Gauge,
 }
 
-/// Every reservation taken with a body is refused alike.
+/// A body that does not fit in what is left of the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OverBudget {
     /// The whole budget, for the refusal's message.
@@ -41,18 +43,20 @@ impl BodyBudget {
         }
     }
 
-    /// Reserves `bytes` for a body about to be read, or refuses at once.
-    pub(crate) fn reserve(&self, bytes: usize) -> Result<BodyReservation, OverBudget> {
-        let permit = self.take(bytes)?;
-        let reservation = BodyReservation {
-            permit: Some(permit),
+    /// An empty reservation for a body declared `declared` bytes long, or a refusal when that
+    /// many are not free right now.
+    pub(crate) fn admit(&self, declared: usize) -> Result<BodyReservation, OverBudget> {
+        if self.bytes.available_permits() < declared {
+            return Err(OverBudget { budget: self.total });
+        }
+        Ok(BodyReservation {
+            permit: None,
             in_use: self.in_use.clone(),
             bytes: 0,
-        };
-        Ok(reservation.counted(bytes))
+        })
     }
 
-    /// Grows `reservation` by `bytes`, when a body turns out longer than it said.
+    /// Counts `bytes` more of a body in `reservation`, or refuses when they do not fit.
     pub(crate) fn grow(
         &self,
         reservation: &mut BodyReservation,
@@ -103,18 +107,14 @@ pub(crate) struct BodyReservation {
 }
 
 impl BodyReservation {
-    fn counted(mut self, bytes: usize) -> Self {
-        self.count(bytes);
-        self
-    }
-
     fn count(&mut self, bytes: usize) {
         self.bytes += bytes;
         self.in_use.inc_by(gauge_value(bytes));
     }
 
     /// Bytes reserved.
-    pub(crate) fn bytes(&self) -> usize {
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
         self.bytes
     }
 }
@@ -133,29 +133,43 @@ fn gauge_value(bytes: usize) -> i64 {
 mod tests {
     use super::*;
 
+    fn holding(budget: &BodyBudget, bytes: usize) -> BodyReservation {
+        let mut reservation = budget.admit(bytes).expect("admitted");
+        budget.grow(&mut reservation, bytes).expect("fits");
+        reservation
+    }
+
     #[test]
-    fn reservations_share_the_budget_and_give_it_back_when_dropped() {
+    fn bodies_share_the_budget_and_give_it_back_when_dropped() {
         let in_use = Gauge::default();
         let budget = BodyBudget::new(100, in_use.clone());
-        let first = budget.reserve(60).expect("fits");
-        assert_eq!(budget.reserve(41).err(), Some(OverBudget { budget: 100 }));
-        let second = budget.reserve(40).expect("fits exactly");
+        let first = holding(&budget, 60);
+        assert_eq!(budget.admit(41).err(), Some(OverBudget { budget: 100 }));
+        let second = holding(&budget, 40);
         assert_eq!(in_use.get(), 100);
-        assert!(budget.reserve(1).is_err(), "the budget is full");
+        assert!(budget.admit(1).is_err(), "the budget is full");
         drop(first);
         assert_eq!(in_use.get(), 40);
         assert!(
-            budget.reserve(60).is_ok(),
-            "dropping a reservation returns its bytes"
+            budget.admit(60).is_ok(),
+            "dropping a body returns its bytes"
         );
         drop(second);
         assert_eq!(in_use.get(), 0);
     }
 
     #[test]
-    fn a_reservation_grows_only_within_the_budget() {
+    fn a_declared_body_holds_nothing_until_its_bytes_arrive() {
         let budget = BodyBudget::new(100, Gauge::default());
-        let mut reservation = budget.reserve(0).expect("an empty body fits");
+        let declared = budget.admit(100).expect("room for it");
+        let other = budget.admit(100).expect("nothing is held by a declaration");
+        drop((declared, other));
+    }
+
+    #[test]
+    fn a_body_grows_only_within_the_budget() {
+        let budget = BodyBudget::new(100, Gauge::default());
+        let mut reservation = budget.admit(0).expect("an empty body fits");
         budget.grow(&mut reservation, 70).expect("fits");
         assert_eq!(reservation.bytes(), 70);
         assert_eq!(
@@ -164,19 +178,19 @@ mod tests {
         );
         assert_eq!(reservation.bytes(), 70, "a refused growth takes nothing");
         drop(reservation);
-        assert!(budget.reserve(100).is_ok());
+        assert!(budget.admit(100).is_ok());
     }
 
     #[test]
     fn held_body_clones_share_one_reservation() {
         let in_use = Gauge::default();
         let budget = BodyBudget::new(10, in_use.clone());
-        let held = HeldBody::new(budget.reserve(10).expect("fits"));
+        let held = HeldBody::new(holding(&budget, 10));
         let copy = held.clone();
         drop(held);
-        assert!(budget.reserve(1).is_err(), "a copy still holds the bytes");
+        assert!(budget.admit(1).is_err(), "a copy still holds the bytes");
         drop(copy);
         assert_eq!(in_use.get(), 0);
-        assert!(budget.reserve(10).is_ok());
+        assert!(budget.admit(10).is_ok());
     }
 }

@@ -7,8 +7,8 @@
 //! forwarded is one value; nothing downstream can reach the raw body.
 //!
 //! Every body is also counted against the listener's in-flight body budget
-//! ([`HeldBody`], `limits.max_in_flight_body_bytes`) from before it is read until its request
-//! is dropped; a body that does not fit is refused with 503 unread.
+//! ([`HeldBody`], `limits.max_in_flight_body_bytes`) as it is read and until its request is
+//! dropped; a body whose declared length does not fit is refused with 503 unread.
 //!
 //! ```ignore
 //! let service = tower::ServiceBuilder::new()

@@ -76,8 +76,8 @@ where
                     None,
                 )
             };
-            // Before a byte is read: a body the gateway cannot afford stays on the wire.
-            let mut reservation = match settings.budget.reserve(declared_length(&parts.headers)) {
+            // Before a byte is read: a body the gateway cannot afford now stays on the wire.
+            let mut reservation = match settings.budget.admit(declared_length(&parts.headers)) {
                 Ok(reservation) => reservation,
                 Err(over) => return over_budget(over),
             };
@@ -131,8 +131,8 @@ fn declared_length(headers: &HeaderMap) -> usize {
 
 /// Reads a whole request body, refusing it once it passes `limit` bytes or once `deadline` has
 /// passed since the first poll. The deadline covers the whole body, not the gap between frames,
-/// so a client dripping one byte at a time cannot hold the request open. Bytes beyond what
-/// `reservation` holds of the budget are reserved as they arrive.
+/// so a client dripping one byte at a time cannot hold the request open. Every byte is counted
+/// in `reservation` as it arrives.
 async fn collect_limited<B>(
     body: B,
     limit: usize,
@@ -153,11 +153,9 @@ where
                 if length > limit {
                     return Err(BodyError::Refused(ProxyError::BodyTooLarge { limit }));
                 }
-                if let Some(more) = length.checked_sub(reservation.bytes()).filter(|n| *n > 0) {
-                    budget
-                        .grow(reservation, more)
-                        .map_err(BodyError::OverBudget)?;
-                }
+                budget
+                    .grow(reservation, data.len())
+                    .map_err(BodyError::OverBudget)?;
                 buffer.extend_from_slice(&data);
             }
         }

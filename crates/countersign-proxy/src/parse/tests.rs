@@ -226,19 +226,49 @@ fn declared(body: impl Into<Bytes>) -> Request<Full<Bytes>> {
         .expect("a valid request")
 }
 
+/// Calls `service` once it is ready, returning the response future unpolled.
+async fn started<S, R>(service: &mut S, request: R) -> S::Future
+where
+    S: tower::Service<R, Error = Infallible>,
+{
+    let Ok(()) = std::future::poll_fn(|cx| service.poll_ready(cx)).await;
+    service.call(request)
+}
+
+/// A request body fed by the test, chunk by chunk.
+type TrickledBody =
+    StreamBody<futures_util::stream::BoxStream<'static, Result<Frame<Bytes>, Infallible>>>;
+
+/// A body of declared `length` whose bytes the test sends through the returned channel.
+fn trickled(length: usize) -> (tokio::sync::mpsc::Sender<Bytes>, Request<TrickledBody>) {
+    use futures_util::StreamExt;
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(4);
+    let frames = futures_util::stream::poll_fn(move |cx| {
+        receiver
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|data| Ok(Frame::data(data))))
+    });
+    let frames = frames.boxed();
+    let request = Request::post(PATH)
+        .header("content-type", "application/json")
+        .header("content-length", length.to_string())
+        .body(StreamBody::new(frames))
+        .expect("a valid request");
+    (sender, request)
+}
+
 #[tokio::test]
 async fn a_body_the_in_flight_budget_cannot_hold_is_refused_with_503_unread() {
     let (inner, mut handle) = mock_inner();
     let mut service = ParseLayer::new(budgeted(), ProxyMetrics::unregistered()).layer(inner);
-    // A client that declared 200 bytes and is still sending them holds them already.
-    type Never = StreamBody<futures_util::stream::Pending<Result<Frame<Bytes>, Infallible>>>;
-    let slow: Request<Never> = Request::post(PATH)
-        .header("content-type", "application/json")
-        .header("content-length", "200")
-        .body(StreamBody::new(futures_util::stream::pending()))
-        .expect("a valid request");
-    let ready = ServiceExt::<Request<Never>>::ready(&mut service).await;
-    let mut slow = ready.expect("ready").call(slow);
+    // A client that declared 200 bytes and has sent 190 of them.
+    let body = ping_of(200);
+    let (sender, slow) = trickled(body.len());
+    let mut slow = started(&mut service, slow).await;
+    sender
+        .send(Bytes::copy_from_slice(&body.as_bytes()[..190]))
+        .await
+        .expect("the body is read");
     assert!(
         (&mut slow).now_or_never().is_none(),
         "the slow body is being read"
@@ -272,6 +302,56 @@ async fn a_body_the_in_flight_budget_cannot_hold_is_refused_with_503_unread() {
 
     // The slow client gives up: its bytes go back to the budget.
     drop(slow);
+    let (response, received) =
+        call_answering(service, declared(ping_of(200)), &mut handle, ok).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(received.len(), 1);
+}
+
+#[tokio::test]
+async fn a_body_that_outgrows_what_is_left_while_it_is_read_is_refused() {
+    let (inner, mut handle) = mock_inner();
+    let mut service = ParseLayer::new(budgeted(), ProxyMetrics::unregistered()).layer(inner);
+    // Both fit when they start; the first one's bytes arrive first.
+    let body = ping_of(200);
+    let (first_sender, first) = trickled(body.len());
+    let (second_sender, second) = trickled(body.len());
+    let mut first = started(&mut service, first).await;
+    let mut second = started(&mut service, second).await;
+    assert!((&mut first).now_or_never().is_none());
+    assert!((&mut second).now_or_never().is_none());
+    first_sender
+        .send(Bytes::copy_from_slice(&body.as_bytes()[..190]))
+        .await
+        .expect("the body is read");
+    assert!((&mut first).now_or_never().is_none());
+
+    second_sender
+        .send(Bytes::copy_from_slice(body.as_bytes()))
+        .await
+        .expect("the body is read");
+    let Some(Ok(refused)) = (&mut second).now_or_never() else {
+        panic!("the second body is refused as soon as it does not fit");
+    };
+
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        refused.headers().get("connection").map(|v| v.as_bytes()),
+        Some(&b"close"[..]),
+        "the rest of the body may still be on the wire"
+    );
+    assert!(received_nothing(&mut handle));
+}
+
+#[tokio::test]
+async fn a_declared_body_holds_no_budget_until_its_bytes_arrive() {
+    let (inner, mut handle) = mock_inner();
+    let mut service = ParseLayer::new(budgeted(), ProxyMetrics::unregistered()).layer(inner);
+    // A client that declares the largest body and sends nothing blocks nobody.
+    let (_sender, idle) = trickled(MAX_BODY_BYTES);
+    let mut idle = started(&mut service, idle).await;
+    assert!((&mut idle).now_or_never().is_none());
+
     let (response, received) =
         call_answering(service, declared(ping_of(200)), &mut handle, ok).await;
     assert_eq!(response.status(), StatusCode::OK);
