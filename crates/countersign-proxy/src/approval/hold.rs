@@ -3,7 +3,7 @@
 //! preview, and ask.
 
 use countersign_jsonrpc::message::Request;
-use countersign_token::arguments_hash;
+use countersign_token::arguments_hash_raw;
 use tracing::debug;
 
 use super::channel::{self, Channel};
@@ -24,7 +24,10 @@ pub(super) async fn hold(gated: &Gated, call: Request) -> Verdict {
         return Verdict::Answer(gated.human_unavailable());
     };
     let arguments = gated.judged.call.arguments_without_token();
-    let (Ok(ah), Ok(ph)) = (arguments_hash(&arguments), bound_params_hash(gated)) else {
+    let (Ok(ah), Ok(ph)) = (
+        arguments_hash_raw(Some(&arguments)),
+        bound_params_hash(gated),
+    ) else {
         debug!("unsafe numbers in risky arguments");
         gated.audit("decision", "rejected:unsafe_arguments", None, None, None);
         return Verdict::Answer(gated.refusal(RefusalCode::UnsafeArguments));

@@ -18,8 +18,8 @@ use crate::classify::Classify;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::testing::{
     ELICITATION_TIMEOUT, LEEWAY_SECS, MockHandle, MockInner, approval_settings, body_json,
-    call_answering, classify_layer, mock_inner, parsed_post, payload_json, pinned_catalog, policy,
-    ran, received_nothing, tool, unused_route,
+    call_answering, classify_layer, mock_inner, parsed_post, parsed_post_text, payload_json,
+    pinned_catalog, policy, ran, received_nothing, tool, unused_route,
 };
 use crate::wire::{CONFIRMATION_META, REQUEST_ID_PREFIX, TOKEN_META};
 
@@ -73,6 +73,16 @@ impl Gateway {
         body: &Value,
     ) -> (Response<ResponseBody>, Vec<Request<Cleared>>) {
         let request = parsed_post(&unused_route(), Some("ada"), headers, body);
+        call_answering(self.service.clone(), request, &mut self.inner, ran).await
+    }
+
+    /// [`Gateway::post`] of a body given as its exact text.
+    async fn post_text(
+        &mut self,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (Response<ResponseBody>, Vec<Request<Cleared>>) {
+        let request = parsed_post_text(&unused_route(), Some("ada"), headers, body);
         call_answering(self.service.clone(), request, &mut self.inner, ran).await
     }
 
@@ -230,6 +240,60 @@ async fn a_token_forwards_exactly_the_held_call_once_and_is_then_replayed() {
     assert!(received.is_empty() && received_nothing(&mut gateway.inner));
 }
 
+/// A held call as a client may write it: spaces and line breaks, an escape, a number with a
+/// trailing zero.
+const SPACED_CREATE_ORDER: &str = r#"{ "jsonrpc" : "2.0" , "id" : 3 , "method" : "tools/call" ,
+    "params" : { "name" : "create_order" ,
+                 "arguments" : { "sku" : "A\u002d1" , "qty" : 2 , "price" : 1.50 } } }"#;
+
+#[tokio::test]
+async fn a_token_covers_arguments_however_the_client_writes_them() {
+    let mut gateway = Gateway::new();
+    let (response, received) = gateway.post_text(&[], SPACED_CREATE_ORDER).await;
+    assert!(received.is_empty() && received_nothing(&mut gateway.inner));
+    let held = confirmation(response).await;
+    assert_eq!(held["status"], "requires_confirmation", "{held}");
+    let sent: Value = serde_json::from_str(SPACED_CREATE_ORDER).expect("json");
+    assert_eq!(held["arguments"], sent["params"]["arguments"]);
+    let token = held["confirmationToken"].as_str().expect("a token");
+
+    // The same arguments written another way (order, spacing, escapes, number text), with the
+    // token in `_meta`: the hash is over the value, so the token covers them.
+    let retry = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"create_order",
+            "arguments":{{"price":1.5,"qty":2.0e0,"sku":"A-1"}},
+            "_meta":{{"{TOKEN_META}":"{token}"}}}}}}"#
+    );
+    let (response, received) = gateway.post_text(&[], &retry).await;
+    assert_eq!(
+        body_json(response).await["result"],
+        json!({"ran": "create_order"})
+    );
+    let (body, audit) = forwarded(&received);
+    assert_eq!(audit.channel, Some("token"));
+    // Forwarded without the token, the numbers in their canonical text.
+    let canonical: Value =
+        serde_json::from_str(r#"{"price":1.5,"qty":2,"sku":"A-1"}"#).expect("json");
+    assert_eq!(body["params"]["arguments"], canonical, "{body}");
+    assert!(
+        body["params"]
+            .get("_meta")
+            .is_none_or(|m| m.get(TOKEN_META).is_none()),
+        "{body}"
+    );
+
+    // Different arguments are still refused, however they are written.
+    let token = gateway.hold(&create_order()).await;
+    let other = format!(
+        r#"{{ "jsonrpc" : "2.0" , "id" : 3 , "method" : "tools/call" , "params" : {{
+            "name" : "create_order" ,
+            "arguments" : {{ "sku" : "A-1" , "qty" : 2.5 , "confirmationToken" : "{token}" }} }} }}"#
+    );
+    let (response, received) = gateway.post_text(&[], &other).await;
+    assert_eq!(confirmation(response).await["code"], "arguments_mismatch");
+    assert!(received.is_empty() && received_nothing(&mut gateway.inner));
+}
+
 #[tokio::test]
 async fn a_token_does_not_cover_other_arguments() {
     let mut gateway = Gateway::new();
@@ -325,11 +389,11 @@ async fn an_allowed_tools_call_without_an_id_is_forwarded_like_any_allowed_call(
 
 /// A 2025-06-18 session whose client declared form elicitation, opened by `ada`.
 fn eliciting_session(gateway: &Gateway) -> [(&'static str, &'static str); 2] {
-    let initialize = json!({"capabilities": {"elicitation": {}}});
+    let initialize = json!({"capabilities": {"elicitation": {}}}).into();
     let settings = &gateway.approvals.settings;
     settings
         .sessions
-        .opened(SESSION, "ada", initialize.as_object(), SystemClock.now());
+        .opened(SESSION, "ada", Some(&initialize), SystemClock.now());
     [
         ("mcp-session-id", SESSION),
         ("mcp-protocol-version", "2025-06-18"),
@@ -467,13 +531,10 @@ async fn a_principal_past_its_question_cap_is_refused_without_being_asked() {
     assert_eq!(question["method"], "elicitation/create");
 
     let settings = &gateway.approvals.settings;
-    let initialize = json!({"capabilities": {"elicitation": {}}});
-    settings.sessions.opened(
-        "session-2",
-        "ada",
-        initialize.as_object(),
-        SystemClock.now(),
-    );
+    let initialize = json!({"capabilities": {"elicitation": {}}}).into();
+    settings
+        .sessions
+        .opened("session-2", "ada", Some(&initialize), SystemClock.now());
     let second_session = [
         ("mcp-session-id", "session-2"),
         ("mcp-protocol-version", "2025-06-18"),
