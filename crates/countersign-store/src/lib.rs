@@ -4,6 +4,8 @@
 //!   confirmed call is forwarded (docs/confirmation-token.md);
 //! - [`AnswerHandover`]: passing a human's elicitation answer from the request that received
 //!   it to the request holding the call (docs/wire-formats.md);
+//! - [`PinShare`] and [`RateShare`]: pinned tool risks and rate-limit buckets that replicas
+//!   share;
 //! - the in-memory backends ([`MemoryReplayStore`], [`MemoryAnswerHandover`]), the Redis
 //!   backends (`RedisReplayStore`, `RedisAnswerHandover`, feature `redis`, on by default) and
 //!   the [`conformance`] suite every backend, in-memory or Redis, must pass.
@@ -21,6 +23,7 @@ mod clock;
 mod handover;
 mod memory;
 mod pins;
+mod rates;
 #[cfg(feature = "redis")]
 mod redis_backend;
 
@@ -36,8 +39,9 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use handover::MemoryAnswerHandover;
 pub use memory::MemoryReplayStore;
 pub use pins::{LocalPins, PinShare, SharedPin};
+pub use rates::{BucketTake, RateDecision, RateShare};
 #[cfg(feature = "redis")]
-pub use redis_backend::{RedisAnswerHandover, RedisPinShare, RedisReplayStore};
+pub use redis_backend::{RedisAnswerHandover, RedisPinShare, RedisRateShare, RedisReplayStore};
 
 /// The outcome of recording a `jti`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
