@@ -272,7 +272,10 @@ async fn replicas_sharing_redis_grant_one_budget() {
 async fn with_redis_down_each_replica_limits_alone_when_open_and_refuses_when_closed() {
     let mut redis = RedisServer::start().await;
     let upstream = ScriptedServer::new(tools()).start().await;
-    let shared = format!("redis: {{ url: '{}', command_timeout: 2s }}\n", redis.url());
+    let shared = format!(
+        "redis: {{ url: '{}', command_timeout: 500ms }}\n",
+        redis.url()
+    );
     let limits = "  calls: { per_minute: 1, burst: 2 }\n";
     let closed_limits = format!("{limits}  on_store_error: closed\n");
     let open_yaml = yaml(&upstream, limits, &shared, false);
@@ -306,7 +309,7 @@ async fn with_redis_down_each_replica_limits_alone_when_open_and_refuses_when_cl
     assert_eq!(
         counter(
             &metrics,
-            "countersign_rate_limit_store_errors_total{fallback=\"local\"}"
+            "countersign_rate_limit_store_fallbacks_total{fallback=\"local\"}"
         ),
         3,
         "{metrics}"

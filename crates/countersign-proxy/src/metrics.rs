@@ -50,7 +50,7 @@ pub struct RateStoreLabels {
 pub struct ProxyMetrics {
     requests: Family<RequestLabels, Counter>,
     limit_hits: Family<LimitLabels, Counter>,
-    rate_store_errors: Family<RateStoreLabels, Counter>,
+    rate_store_fallbacks: Family<RateStoreLabels, Counter>,
     sessions_forgotten: Counter,
     upstream_latency: Family<UpstreamLabels, Histogram>,
     open_streams: Family<UpstreamLabels, Gauge>,
@@ -93,11 +93,11 @@ impl ProxyMetrics {
             "Requests refused because they would pass a configured limit, by limit",
             limit_hits.clone(),
         );
-        let rate_store_errors = Family::<RateStoreLabels, Counter>::default();
+        let rate_store_fallbacks = Family::<RateStoreLabels, Counter>::default();
         registry.register(
-            "countersign_rate_limit_store_errors",
-            "Rate-limit checks the shared store failed to answer, by what the limit did instead",
-            rate_store_errors.clone(),
+            "countersign_rate_limit_store_fallbacks",
+            "Rate-limit checks decided without the shared store (it failed, or failed under a second ago), by how",
+            rate_store_fallbacks.clone(),
         );
         let sessions_forgotten = Counter::default();
         registry.register(
@@ -108,7 +108,7 @@ impl ProxyMetrics {
         Self {
             requests,
             limit_hits,
-            rate_store_errors,
+            rate_store_fallbacks,
             sessions_forgotten,
             upstream_latency,
             open_streams,
@@ -141,9 +141,9 @@ impl ProxyMetrics {
         self.limit_hits.get_or_create(&LimitLabels { limit }).inc();
     }
 
-    /// Counts one rate-limit check the shared store failed, and what was done instead.
-    pub fn record_rate_store_error(&self, fallback: &'static str) {
-        self.rate_store_errors
+    /// Counts one rate-limit check decided without the shared store, and how.
+    pub fn record_rate_store_fallback(&self, fallback: &'static str) {
+        self.rate_store_fallbacks
             .get_or_create(&RateStoreLabels { fallback })
             .inc();
     }

@@ -18,7 +18,8 @@
 //! The buckets live in this process ([`table`], bounded by `max_principals`) or, with a shared
 //! store ([`RateShare`], Redis), in the store, so replicas behind one load balancer grant one
 //! budget. When the store does not answer, [`OnStoreError`] decides: `open` lets this replica's
-//! own buckets decide meanwhile, `closed` refuses (503).
+//! own buckets decide meanwhile, `closed` refuses (503); either way the store is then left alone
+//! for a second, so an outage does not make every request wait out the store's timeout.
 
 mod bucket;
 mod hit;
@@ -31,11 +32,13 @@ pub use layer::LimitCallsLayer;
 pub use service::LimitCalls;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use countersign_store::{BucketTake, RateDecision, RateShare, StoreError};
 use futures_util::future::BoxFuture;
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::clock::{Clock, SystemClock};
@@ -105,6 +108,11 @@ struct Scopes {
 /// instead of one per request.
 const STORE_WARNING_INTERVAL_SECS: u64 = 10;
 
+/// How long the shared store is left alone after it failed. A store that is down makes every
+/// check wait out its command timeout; resting it means an outage costs one such wait a second
+/// per replica, not one per request.
+const STORE_REST: Duration = Duration::from_secs(1);
+
 /// Every rate limit of the gateway and the buckets they count in; see the [module docs](self).
 #[derive(Debug)]
 pub struct RateLimits {
@@ -119,6 +127,8 @@ pub struct RateLimits {
     metrics: ProxyMetrics,
     /// Unix second of the last store-failure warning.
     store_warned_at: AtomicU64,
+    /// Until when checks are decided without the shared store, after it failed.
+    store_rests_until: Mutex<Option<Instant>>,
 }
 
 /// A rate-limit decision: made at once from this replica's buckets, or waiting on the shared
@@ -188,6 +198,7 @@ impl RateLimits {
             clock,
             metrics,
             store_warned_at: AtomicU64::new(0),
+            store_rests_until: Mutex::new(None),
         }
     }
 
@@ -253,6 +264,9 @@ impl RateLimits {
         let Some(shared) = self.shared.clone() else {
             return Admission::Ready(self.take_locally(principal, &takes));
         };
+        if self.store_resting() {
+            return Admission::Ready(self.without_store(principal, &takes));
+        }
         let limits = self.clone();
         let principal = principal.to_owned();
         Admission::Pending(Box::pin(async move {
@@ -308,18 +322,17 @@ impl RateLimits {
         }
     }
 
-    /// The shared store did not answer: this replica decides alone (`open`) or refuses.
+    /// The shared store did not answer: it rests a while, and this check is decided without it.
     fn store_failed(
         &self,
         error: &StoreError,
         principal: &str,
         takes: &[SlotTake],
     ) -> Result<(), LimitHit> {
-        let fallback = match self.on_store_error {
-            OnStoreError::Open => "local",
-            OnStoreError::Closed => "refused",
-        };
-        self.metrics.record_rate_store_error(fallback);
+        *self
+            .store_rests_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(self.clock.now() + STORE_REST);
         let now = self.clock.unix_secs();
         let last = self.store_warned_at.load(Ordering::Relaxed);
         let due = now >= last.saturating_add(STORE_WARNING_INTERVAL_SECS)
@@ -327,17 +340,41 @@ impl RateLimits {
                 .store_warned_at
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok();
+        let decided = match self.on_store_error {
+            OnStoreError::Open => "decided by each replica alone",
+            OnStoreError::Closed => "refused",
+        };
         if due {
-            warn!(%error, fallback, "rate limit store failed; rate limits are decided by this replica alone or refused until it answers");
+            warn!(%error, "rate limit store failed; rate-limited requests are {decided} until it answers");
         } else {
-            debug!(%error, fallback, "rate limit store failed");
+            debug!(%error, "rate limit store failed");
         }
+        self.without_store(principal, takes)
+    }
+
+    fn store_resting(&self) -> bool {
+        let rests_until = *self
+            .store_rests_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        rests_until.is_some_and(|until| self.clock.now() < until)
+    }
+
+    /// Decides a check the shared store cannot: this replica's own buckets (`open`), or a
+    /// refusal (`closed`).
+    fn without_store(&self, principal: &str, takes: &[SlotTake]) -> Result<(), LimitHit> {
         match self.on_store_error {
-            OnStoreError::Open => self.take_locally(principal, takes),
-            OnStoreError::Closed => Err(LimitHit {
-                limit: self.buckets[takes[0].slot].limit,
-                reason: HitReason::StoreUnavailable,
-            }),
+            OnStoreError::Open => {
+                self.metrics.record_rate_store_fallback("local");
+                self.take_locally(principal, takes)
+            }
+            OnStoreError::Closed => {
+                self.metrics.record_rate_store_fallback("refused");
+                Err(LimitHit {
+                    limit: self.buckets[takes[0].slot].limit,
+                    reason: HitReason::StoreUnavailable,
+                })
+            }
         }
     }
 

@@ -296,6 +296,28 @@ async fn a_failing_store_lets_this_replica_decide_when_open() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_failed_store_rests_a_second_before_it_is_asked_again() {
+    let (limits, share) = shared(Err(StoreError::Timeout), OnStoreError::Open);
+    assert_eq!(
+        limits.admit_hold("ada", "store", false).outcome().await,
+        Ok(())
+    );
+    let resting = limits.admit_hold("ada", "store", false);
+    assert!(
+        matches!(resting, Admission::Ready(_)),
+        "decided at once, without waiting on the store"
+    );
+    assert_eq!(share.takes.load(Ordering::SeqCst), 1);
+    tokio::time::advance(SECOND).await;
+    let _ = limits.admit_hold("ada", "store", false).outcome().await;
+    assert_eq!(
+        share.takes.load(Ordering::SeqCst),
+        2,
+        "asked again after its rest"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failing_store_refuses_with_503_when_closed() {
     let (limits, _) = shared(
         Err(StoreError::Unavailable("down".into())),
