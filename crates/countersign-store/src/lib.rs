@@ -15,7 +15,9 @@
 //!
 //! **Every [`StoreError`] means "refuse".** A store that cannot say for certain that a `jti` was
 //! unspent, or that an answer was delivered, has not said so; callers fail closed and never
-//! forward.
+//! forward. The one exception is [`RateShare`]: a rate limit is not what keeps a call from
+//! running, so its caller chooses what a failed take means (the gateway's
+//! `rate_limits.on_store_error`).
 
 #![forbid(unsafe_code)]
 

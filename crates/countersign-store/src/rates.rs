@@ -36,7 +36,8 @@ pub enum RateDecision {
     },
 }
 
-/// Buckets shared by every replica using the same backend.
+/// Buckets shared by every replica using the same backend. A [`StoreError`] here says nothing
+/// about the buckets; the caller decides whether to count alone or refuse.
 pub trait RateShare: Send + Sync + Debug {
     /// Takes `cost` tokens from every bucket of `takes` in `group` (a principal), or none
     /// when any of them lacks its tokens: one atomic decision, whichever replica asks.
