@@ -10,7 +10,7 @@ use countersign_jsonrpc::message::{RequestId, error_response};
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::body::ResponseBody;
-use crate::limits::HitReason;
+use crate::limits::{HitReason, LimitHit};
 
 /// Who caused a failure; picks the status class and the metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +130,7 @@ pub enum ProxyError {
     #[error("could not list the tools of upstream `{upstream}`: {reason}")]
     CatalogUnavailable { upstream: String, reason: String },
     #[error("{0}")]
-    RateLimited(crate::limits::LimitHit),
+    RateLimited(LimitHit),
     #[error("internal error: {0}")]
     Internal(String),
 }
