@@ -31,6 +31,7 @@ use crate::classify::ClassifyLayer;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Upstream, UpstreamAuth};
 use crate::identity::Caller;
+use crate::limits::RateLimits;
 use crate::metrics::ProxyMetrics;
 use crate::parse::{Parsed, inspect_post};
 use crate::relay::{Observer, WatchResponses};
@@ -183,6 +184,7 @@ pub(crate) fn approval_settings(clock: Arc<dyn Clock>) -> ApprovalSettings {
         sessions: Arc::new(SessionBook::default()),
         max_event_bytes: MAX_EVENT_BYTES,
         question_caps: QuestionCaps::default(),
+        rate_limits: Arc::new(RateLimits::off()),
     }
 }
 

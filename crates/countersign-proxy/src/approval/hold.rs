@@ -6,11 +6,13 @@ use countersign_jsonrpc::message::Request;
 use countersign_token::arguments_hash_raw;
 use tracing::debug;
 
+use super::answer::Answer;
 use super::channel::{self, Channel};
 use super::context::{Gated, Verdict};
 use super::redeem::bound_params_hash;
 use super::refusal::RefusalCode;
 use super::{elicitation, input_required, preview, token};
+use crate::error::ProxyError;
 
 pub(super) async fn hold(gated: &Gated, call: Request) -> Verdict {
     let Some(channel) = channel::pick(gated, &call) else {
@@ -32,6 +34,9 @@ pub(super) async fn hold(gated: &Gated, call: Request) -> Verdict {
         gated.audit("decision", "rejected:unsafe_arguments", None, None, None);
         return Verdict::Answer(gated.refusal(RefusalCode::UnsafeArguments));
     };
+    if let Err(answer) = admit_hold(gated, channel).await {
+        return Verdict::Answer(answer);
+    }
     let preview = match preview::run(gated, &call, &arguments).await {
         Ok(preview) => preview,
         Err(answer) => return Verdict::Answer(answer),
@@ -44,4 +49,16 @@ pub(super) async fn hold(gated: &Gated, call: Request) -> Verdict {
         }
         Channel::Elicitation => elicitation::ask(gated, call, &arguments, ah, preview),
     }
+}
+
+/// The `held` and `questions` rate limits, checked once a call would really be held and before
+/// its preview runs anything upstream.
+async fn admit_hold(gated: &Gated, channel: Channel) -> Result<(), Answer> {
+    let asks_person = matches!(channel, Channel::Elicitation | Channel::InputRequired);
+    let limits = &gated.approvals.settings.rate_limits;
+    let admission = limits.admit_hold(&gated.principal.id, gated.route.label, asks_person);
+    admission.outcome().await.map_err(|hit| {
+        gated.audit("decision", hit.audit_outcome(), None, None, None);
+        Answer::Refuse(ProxyError::RateLimited(hit))
+    })
 }

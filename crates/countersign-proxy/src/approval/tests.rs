@@ -2,6 +2,7 @@
 //! store's tools) and a mock inner service standing in for audit + forwarder: what the mock
 //! receives is what would go upstream.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,9 @@ use crate::audit::CallAudit;
 use crate::body::ResponseBody;
 use crate::classify::Classify;
 use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::config::{LimitRates, Rate, RateLimitConfig};
+use crate::limits::RateLimits;
+use crate::metrics::ProxyMetrics;
 use crate::testing::{
     ELICITATION_TIMEOUT, LEEWAY_SECS, MockHandle, MockInner, approval_settings, body_json,
     call_answering, classify_layer, mock_inner, parsed_post, parsed_post_text, payload_json,
@@ -552,4 +556,40 @@ async fn a_principal_past_its_question_cap_is_refused_without_being_asked() {
     );
     assert!(received.is_empty() && received_nothing(&mut gateway.inner));
     drop(waiting);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hold_past_the_held_limit_is_refused_with_429_while_reads_go_on() {
+    let clock = Arc::new(ManualClock::at_unix_secs(1_800_000_000));
+    let config = RateLimitConfig {
+        held: LimitRates {
+            default: Some(Rate {
+                per_minute: NonZeroU32::new(1).expect("non-zero"),
+                burst: NonZeroU32::new(1).expect("non-zero"),
+            }),
+            per_upstream: Default::default(),
+        },
+        ..RateLimitConfig::off()
+    };
+    let limits = RateLimits::new(&config, None, clock, ProxyMetrics::unregistered());
+    let mut gateway = Gateway::with_settings(|settings| settings.rate_limits = Arc::new(limits));
+    gateway.hold(&create_order()).await;
+
+    let (response, received) = gateway.post(&[], &create_order()).await;
+
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()),
+        Some("60")
+    );
+    let answer = body_json(response).await;
+    assert_eq!(answer["error"]["data"]["limit"], "held", "{answer}");
+    assert!(received.is_empty() && received_nothing(&mut gateway.inner));
+    let read = tool_call(4, "list_products", json!({}));
+    let (response, received) = gateway.post(&[], &read).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(received.len(), 1, "reads are not held, so not limited");
 }
