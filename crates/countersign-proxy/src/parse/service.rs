@@ -93,12 +93,11 @@ where
                 Err(BodyError::OverBudget(over)) => return over_budget(over),
                 Err(BodyError::Refused(error)) => return refuse(error, None),
             };
-            let inspected = match inspect_post(&parts.headers, &bytes, limits.max_json_depth.get())
-            {
+            // The payload keeps slices of these bytes: nothing is copied from here on.
+            let inspected = match inspect_post(&parts.headers, bytes, limits.max_json_depth.get()) {
                 Ok(inspected) => inspected,
                 Err((error, id)) => return refuse(error, id.as_ref()),
             };
-            drop(bytes);
             // The parsed value is the body in another form: its bytes stay counted for as long
             // as the request lives, a held call's wait for a person included.
             parts.extensions.insert(HeldBody::new(reservation));
@@ -145,7 +144,10 @@ where
 {
     let read = async move {
         let mut body = body;
-        let mut buffer = BytesMut::new();
+        // Sized from Content-Length when there is one, so a large body is not copied while
+        // the buffer doubles; the parsed payload keeps this buffer, so it should fit.
+        let expected = usize::try_from(body.size_hint().lower()).unwrap_or(limit);
+        let mut buffer = BytesMut::with_capacity(expected.min(limit));
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| BodyError::Refused(ProxyError::BodyRead(e.into())))?;
             if let Ok(data) = frame.into_data() {
