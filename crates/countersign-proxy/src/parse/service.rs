@@ -132,6 +132,9 @@ fn declared_length(headers: &HeaderMap) -> usize {
 /// passed since the first poll. The deadline covers the whole body, not the gap between frames,
 /// so a client dripping one byte at a time cannot hold the request open. Every byte is counted
 /// in `reservation` as it arrives.
+/// What a body buffer starts with before its bytes arrive.
+const FIRST_CHUNK: usize = 64 * 1024;
+
 async fn collect_limited<B>(
     body: B,
     limit: usize,
@@ -144,10 +147,13 @@ where
 {
     let read = async move {
         let mut body = body;
-        // Sized from Content-Length when there is one, so a large body is not copied while
-        // the buffer doubles; the parsed payload keeps this buffer, so it should fit.
-        let expected = usize::try_from(body.size_hint().lower()).unwrap_or(limit);
-        let mut buffer = BytesMut::with_capacity(expected.min(limit));
+        // The parsed payload keeps this buffer, so it should fit the body: once bytes have
+        // arrived the buffer grows to the declared length at once, rather than doubling past
+        // it. A client that declares much and sends little holds only the first chunk.
+        let expected = usize::try_from(body.size_hint().lower())
+            .unwrap_or(limit)
+            .min(limit);
+        let mut buffer = BytesMut::with_capacity(expected.min(FIRST_CHUNK));
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| BodyError::Refused(ProxyError::BodyRead(e.into())))?;
             if let Ok(data) = frame.into_data() {
@@ -158,6 +164,9 @@ where
                 budget
                     .grow(reservation, data.len())
                     .map_err(BodyError::OverBudget)?;
+                if length > buffer.capacity() {
+                    buffer.reserve(expected.max(length) - buffer.len());
+                }
                 buffer.extend_from_slice(&data);
             }
         }
