@@ -59,9 +59,13 @@ pub fn fold_collision(object: &RawJson) -> Option<(String, String)> {
     }
     let keys = || object.members().into_iter().flatten().map(|(key, _)| key);
     if count <= PAIRWISE {
-        let folds: Vec<(Cow<'_, str>, String)> = keys()
+        // A key borrowed from the text folds without allocating when it is its own fold.
+        let folds: Vec<(Cow<'_, str>, Cow<'_, str>)> = keys()
             .map(|k| {
-                let fold = folded(&k).into_owned();
+                let fold = match &k {
+                    Cow::Borrowed(key) => folded(key),
+                    Cow::Owned(key) => Cow::Owned(fold_key(key)),
+                };
                 (k, fold)
             })
             .collect();
