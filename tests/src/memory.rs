@@ -27,7 +27,7 @@ pub enum Shape {
     Nesting,
     /// Four strings of about 1 MiB each.
     LongStrings,
-    /// One object with one distinct short key per 12 bytes (about 350,000 for 4 MiB).
+    /// One object with one distinct 8-byte key per 13 bytes (about 320,000 for 4 MiB).
     ManyKeys,
 }
 
