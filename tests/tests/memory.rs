@@ -32,10 +32,11 @@ const ADDRESS_SPACE_LIMIT: u64 = 256 << 20;
 /// Hostile bodies sent at once in the survival test.
 const CONCURRENT_HOSTILE_BODIES: usize = 16;
 /// How far above its warm baseline the gateway's resident memory may stay after a burst. The
-/// burst's bodies are gone once answered, so this is allocator slack: the 4 MiB read buffers
-/// and per-thread caches an allocator keeps for reuse, a few per worker thread. Ten per cent of
-/// one request's allowed peak growth would be tighter than any allocator keeps; the whole
-/// peak growth of one request (40 MiB) would hide a leak of one body's parse.
+/// burst's bodies are gone once answered, so what stays is allocator slack: freed pages kept
+/// for reuse, a few body-sized buffers per worker thread. mimalloc kept 3 to 13 MiB after a
+/// 2.2 GiB burst (glibc malloc kept 1.3 to 2.8 GiB; BENCHMARKS.md), so 32 MiB leaves room for
+/// run-to-run noise while staying under one request's allowed peak growth (40 MiB): a leak of
+/// one body's parse still fails.
 const RETURN_SLACK: u64 = 32 << 20;
 /// How long one hostile request may take: today's code spends seconds on 2 GiB of copies in a
 /// debug build on a loaded machine.
