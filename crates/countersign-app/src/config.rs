@@ -16,6 +16,9 @@ use http::Uri;
 use http::uri::Scheme;
 use serde::Deserialize;
 
+mod rate_limits;
+pub use rate_limits::{RateLimitsConfig, RawRate, RawRateLimits, RawUpstreamRates};
+
 /// The configuration file as written. Every field is optional; defaults are documented per field.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -64,6 +67,9 @@ pub struct RawConfig {
     /// Redis shared by every replica: spent confirmations, elicitation answers and pinned
     /// risks. Without it, all of these live in this process only.
     pub redis: Option<RawRedis>,
+    /// Per-principal rate limits on tool calls, held calls and questions (token buckets).
+    /// Default: only `questions` (30 a minute, burst 10).
+    pub rate_limits: RawRateLimits,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -192,6 +198,7 @@ pub struct Config {
     pub drain_timeout: Duration,
     pub proxy: ProxyConfig,
     pub approval: ApprovalConfig,
+    pub rate_limits: RateLimitsConfig,
 }
 
 /// Settings of the approval gate.
@@ -406,7 +413,12 @@ impl RawConfig {
             )?
             .get(),
         };
+        let upstream_names: Vec<&str> = routes.iter().map(|r| r.upstream.name.as_str()).collect();
+        let rate_limits = self
+            .rate_limits
+            .validate(&upstream_names, approval.redis.is_some())?;
         Ok(Config {
+            rate_limits,
             listen,
             admin,
             log_format,

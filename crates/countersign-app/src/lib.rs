@@ -19,12 +19,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use countersign_proxy::approval::ApprovalSettings;
 use countersign_proxy::audit::AuditSink;
-use countersign_proxy::clock::SystemClock;
+use countersign_proxy::clock::{Clock, SystemClock};
+use countersign_proxy::limits::RateLimits;
 use countersign_proxy::state::{CatalogState, PolicyHandle, SessionBook};
 use countersign_proxy::{Gateway, ProxyMetrics, gateway_service};
 use countersign_store::{
-    AnswerHandover, LocalPins, MemoryAnswerHandover, MemoryReplayStore, PinShare,
-    RedisAnswerHandover, RedisPinShare, RedisReplayStore, ReplayStore,
+    AnswerHandover, LocalPins, MemoryAnswerHandover, MemoryReplayStore, PinShare, RateShare,
+    RedisAnswerHandover, RedisPinShare, RedisRateShare, RedisReplayStore, ReplayStore,
 };
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -199,6 +200,8 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
             (Arc::new(store), Arc::new(handover), Arc::new(pins))
         }
     };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let rate_limits = rate_limits(config, clock.clone(), metrics.clone()).await?;
     Ok(Gateway {
         identity: approval.identity.clone(),
         policy: Arc::new(PolicyHandle::new(approval.policy.clone())),
@@ -213,13 +216,36 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
             audit,
             leeway_secs: countersign_token::token::DEFAULT_LEEWAY_SECS,
             metrics: metrics.clone(),
-            clock: Arc::new(SystemClock),
+            clock,
             sessions: Arc::new(SessionBook::default()),
             max_event_bytes: config.proxy.limits.max_sse_event_bytes.get(),
             question_caps: approval.question_caps,
+            rate_limits,
         },
         metrics,
     })
+}
+
+/// The rate limits of `config`, counted in Redis when they are shared.
+async fn rate_limits(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+    metrics: ProxyMetrics,
+) -> anyhow::Result<Arc<RateLimits>> {
+    let shared: Option<Arc<dyn RateShare>> = match &config.approval.redis {
+        Some(redis) if config.rate_limits.shared => Some(Arc::new(
+            RedisRateShare::connect(&redis.url, &redis.namespace, redis.command_timeout)
+                .await
+                .with_context(|| format!("connecting to Redis at {}", redact(&redis.url)))?,
+        )),
+        _ => None,
+    };
+    Ok(Arc::new(RateLimits::new(
+        &config.rate_limits.limits,
+        shared,
+        clock,
+        metrics,
+    )))
 }
 
 /// The URL without credentials, for logs and errors.

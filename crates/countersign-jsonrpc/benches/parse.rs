@@ -1,10 +1,11 @@
 //! Hot-path costs: strict parse + envelope validation + canonical re-serialization of typical
-//! MCP bodies, and SSE decoding of a relayed stream.
+//! MCP bodies, validating a body at the size limit, and SSE decoding of a relayed stream.
 
 use std::hint::black_box;
 
+use bytes::Bytes;
 use countersign_jsonrpc::sse::SseDecoder;
-use countersign_jsonrpc::{Payload, parse_strict};
+use countersign_jsonrpc::{ParseLimits, Payload, parse_strict};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 
@@ -72,6 +73,29 @@ fn tools_list_response() -> Vec<u8> {
         .expect("serializes")
 }
 
+/// A `tools/call` whose arguments are one array of small numbers filling a 4 MiB body: the
+/// shape that costs the most tree per byte (some 50x its size as `serde_json::Value`s).
+fn small_numbers_request() -> Bytes {
+    const SIZE: usize = 4 << 20;
+    let mut body =
+        br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"sum","arguments":{"values":["#
+            .to_vec();
+    let tail = b"0]}}}";
+    let mut i = 0u32;
+    while body.len() + tail.len() + 4 < SIZE {
+        body.extend_from_slice((i % 100).to_string().as_bytes());
+        body.push(b',');
+        i += 1;
+    }
+    body.extend_from_slice(tail);
+    assert!(
+        (SIZE - 8..=SIZE).contains(&body.len()),
+        "small-numbers body is {} bytes",
+        body.len()
+    );
+    Bytes::from(body)
+}
+
 fn sse_stream() -> Vec<u8> {
     let mut stream = b"id: prime-1\ndata: \n\n".to_vec();
     for i in 0..19 {
@@ -115,6 +139,16 @@ fn bench_parse(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    let body = small_numbers_request();
+    let limits = ParseLimits::default();
+    c.bench_function("validate+envelope 4 MiB array of small numbers", |b| {
+        b.iter(|| {
+            let payload =
+                Payload::parse_with(black_box(body.clone()), &limits).expect("valid payload");
+            black_box(payload.messages().len())
+        })
+    });
 }
 
 fn bench_sse(c: &mut Criterion) {

@@ -3,6 +3,9 @@
 //! - [`strict`]: the one strict JSON parse every body goes through (duplicate and escaped
 //!   duplicate keys, BOM, trailing data, depth, invalid UTF-8, lone surrogates and
 //!   non-finite numbers are refused);
+//! - [`raw`]: a validated value kept as the bytes it was read from, read lazily, so a parsed
+//!   body costs about its own size in memory;
+//! - [`fold`]: keys a lenient decoder would read as one;
 //! - [`message`]: the JSON-RPC 2.0 envelope and its canonical re-serialization;
 //! - [`mcp`]: MCP protocol revisions, the standard method set, reserved `_meta` keys and the
 //!   SEP-2243 mirrored-header value codec;
@@ -32,15 +35,19 @@
 
 #![forbid(unsafe_code)]
 
+pub mod fold;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod mcp;
 pub mod message;
+pub mod raw;
 pub mod sse;
 pub mod strict;
 
+pub use fold::fold_key;
 pub use message::{
     EnvelopeError, Error, ErrorObject, Message, Notification, Payload, Request, RequestId,
     Response, error_response,
 };
-pub use strict::{ParseError, ParseLimits, fold_key, parse_strict, parse_strict_with};
+pub use raw::{Kind, MemberSpan, ObjectWriter, RawJson};
+pub use strict::{ParseError, ParseLimits, parse_strict, parse_strict_with, validate_strict};

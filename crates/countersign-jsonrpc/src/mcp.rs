@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use serde_json::{Map, Value};
+use crate::raw::RawJson;
 
 use crate::message::Request;
 
@@ -158,32 +158,37 @@ pub fn is_known_method(method: &str) -> bool {
     is_known_request_method(method) || is_known_notification_method(method)
 }
 
-fn request_meta(req: &Request) -> Option<&Map<String, Value>> {
-    req.param("_meta")?.as_object()
+fn request_meta(req: &Request) -> Option<RawJson> {
+    req.param("_meta").filter(RawJson::is_object)
 }
 
 /// `params._meta["io.modelcontextprotocol/protocolVersion"]`, when it is a string.
-pub fn request_protocol_version(req: &Request) -> Option<&str> {
-    request_meta(req)?.get(META_PROTOCOL_VERSION)?.as_str()
+pub fn request_protocol_version(req: &Request) -> Option<String> {
+    Some(
+        request_meta(req)?
+            .get(META_PROTOCOL_VERSION)?
+            .as_str()?
+            .into_owned(),
+    )
 }
 
 /// `params._meta["io.modelcontextprotocol/clientCapabilities"]`, when it is an object.
-pub fn request_client_capabilities(req: &Request) -> Option<&Map<String, Value>> {
+pub fn request_client_capabilities(req: &Request) -> Option<RawJson> {
     request_meta(req)?
-        .get(META_CLIENT_CAPABILITIES)?
-        .as_object()
+        .get(META_CLIENT_CAPABILITIES)
+        .filter(RawJson::is_object)
 }
 
 /// The body value the `Mcp-Name` header must mirror: `params.name` for `tools/call` and
 /// `prompts/get`, `params.uri` for `resources/read`; `None` for other methods or when the
 /// member is missing or not a string.
-pub fn expected_mcp_name(req: &Request) -> Option<&str> {
+pub fn expected_mcp_name(req: &Request) -> Option<String> {
     let key = match req.method.as_str() {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
         _ => return None,
     };
-    req.param(key)?.as_str()
+    Some(req.param(key)?.as_str()?.into_owned())
 }
 
 const SENTINEL_PREFIX: &str = "=?base64?";

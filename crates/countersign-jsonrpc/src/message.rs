@@ -5,12 +5,15 @@
 //! [`Message`] and forwards [`Message::to_vec`], never the client's bytes, so fields this module
 //! does not model can never reach an upstream unseen.
 //!
+//! Params, results and error data stay [`RawJson`]: slices of the body, validated by the strict
+//! parse and read lazily, so a message costs about its own size in memory however it is shaped.
+//!
 //! Envelope rules (each refusal is an [`EnvelopeError`], JSON-RPC `-32600`):
 //! - the body is an object, or a non-empty array of objects (a batch);
 //! - `jsonrpc` is exactly the string `"2.0"`;
 //! - top-level members come only from `jsonrpc`, `id`, `method`, `params`, `result`, `error`;
 //! - no two keys at the top level, in `params` or in `params._meta` collide under
-//!   [`fold_key`](crate::strict::fold_key);
+//!   [`fold_key`](crate::fold::fold_key);
 //! - a request or notification has a visible-ASCII `method` of 1..=128 bytes, no
 //!   `result`/`error`, and `params` (if present) is an object;
 //! - the presence of `id` makes a request; a request id is an integer that fits `i64` or a
@@ -21,13 +24,15 @@
 //!
 //! This file holds the message types, their accessors and the byte-level entry points
 //! ([`Message::parse`], [`Payload::parse`]); the child module `envelope` checks the rules above
-//! on a parsed value, and `serialize` writes the canonical form.
+//! on a validated value, and `serialize` writes the canonical form.
 
 use std::fmt;
 
+use bytes::Bytes;
 use serde::ser::{Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use crate::raw::RawJson;
 use crate::strict::{self, ParseError, ParseLimits, SERDE_JSON_NUMBER_TOKEN};
 
 mod envelope;
@@ -169,7 +174,7 @@ impl<'de> serde::de::Visitor<'de> for RequestIdVisitor {
         let number: serde_json::Number = text.parse().map_err(|_| {
             serde::de::Error::invalid_value(serde::de::Unexpected::Str(&text), &self)
         })?;
-        canonical_i64(&number)
+        canonical_i64(number.as_str())
             .map(RequestId::Number)
             .ok_or_else(|| {
                 serde::de::Error::invalid_value(serde::de::Unexpected::Str(&text), &self)
@@ -181,8 +186,7 @@ impl<'de> serde::de::Visitor<'de> for RequestIdVisitor {
 ///
 /// Refuses fractions and exponents (`1.0`, `1e2`), values outside `i64`, and `-0`, which would
 /// otherwise be echoed back as `0`.
-fn canonical_i64(n: &serde_json::Number) -> Option<i64> {
-    let text = n.as_str();
+fn canonical_i64(text: &str) -> Option<i64> {
     if text == "-0" {
         return None;
     }
@@ -194,12 +198,13 @@ fn canonical_i64(n: &serde_json::Number) -> Option<i64> {
 pub struct Request {
     pub id: RequestId,
     pub method: String,
-    pub params: Option<Map<String, Value>>,
+    /// Always an object when present.
+    pub params: Option<RawJson>,
 }
 
 impl Request {
     /// `params[key]`, if `params` is present and has that member.
-    pub fn param(&self, key: &str) -> Option<&Value> {
+    pub fn param(&self, key: &str) -> Option<RawJson> {
         self.params.as_ref()?.get(key)
     }
 }
@@ -208,7 +213,8 @@ impl Request {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notification {
     pub method: String,
-    pub params: Option<Map<String, Value>>,
+    /// Always an object when present.
+    pub params: Option<RawJson>,
 }
 
 /// The `error` member of an error response.
@@ -216,7 +222,7 @@ pub struct Notification {
 pub struct ErrorObject {
     pub code: i64,
     pub message: String,
-    pub data: Option<Value>,
+    pub data: Option<RawJson>,
 }
 
 /// A JSON-RPC response. `id` is `None` only for error responses whose request id could not be
@@ -224,7 +230,7 @@ pub struct ErrorObject {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Response {
     pub id: Option<RequestId>,
-    pub outcome: Result<Value, ErrorObject>,
+    pub outcome: Result<RawJson, ErrorObject>,
 }
 
 /// One JSON-RPC message.
@@ -264,8 +270,13 @@ impl Error {
 impl Message {
     /// Strictly parses `bytes` as exactly one message (a batch is refused).
     pub fn parse(bytes: &[u8]) -> Result<Message, Error> {
-        let value = strict::parse_strict(bytes)?;
-        Ok(Message::from_value(value)?)
+        Self::parse_bytes(Bytes::copy_from_slice(bytes))
+    }
+
+    /// [`Message::parse`] keeping `bytes` as the message's storage (no copy).
+    pub fn parse_bytes(bytes: Bytes) -> Result<Message, Error> {
+        let raw = RawJson::parse(bytes, &ParseLimits::default())?;
+        Ok(Message::from_raw(&raw)?)
     }
 
     /// The method of a request or notification.
@@ -287,7 +298,7 @@ impl Message {
     }
 
     /// The params of a request or notification.
-    pub fn params(&self) -> Option<&Map<String, Value>> {
+    pub fn params(&self) -> Option<&RawJson> {
         match self {
             Message::Request(r) => r.params.as_ref(),
             Message::Notification(n) => n.params.as_ref(),
@@ -297,15 +308,16 @@ impl Message {
 }
 
 impl Payload {
-    /// Strict parse with [`ParseLimits::default`], then [`Payload::from_value`].
+    /// Strict parse with [`ParseLimits::default`], then [`Payload::from_raw`].
     pub fn parse(bytes: &[u8]) -> Result<Payload, Error> {
-        Self::parse_with(bytes, &ParseLimits::default())
+        Self::parse_with(Bytes::copy_from_slice(bytes), &ParseLimits::default())
     }
 
-    /// Strict parse with explicit limits, then [`Payload::from_value`].
-    pub fn parse_with(bytes: &[u8], limits: &ParseLimits) -> Result<Payload, Error> {
-        let value = strict::parse_strict_with(bytes, limits)?;
-        Ok(Payload::from_value(value)?)
+    /// Strict parse with explicit limits, then [`Payload::from_raw`]. The messages keep slices
+    /// of `bytes`; nothing is copied.
+    pub fn parse_with(bytes: Bytes, limits: &ParseLimits) -> Result<Payload, Error> {
+        let raw = RawJson::parse(bytes, limits)?;
+        Ok(Payload::from_raw(&raw)?)
     }
 
     /// The messages in order (one for a single message).

@@ -11,11 +11,12 @@
 //! of becoming `9007199254740992`).
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use serde_json::map::Entry;
-use serde_json::{Map, Number, Value};
+use serde_json::{Number, Value};
 
 #[cfg(test)]
 mod tests;
@@ -106,10 +107,22 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value, ParseError> {
     parse_strict_with(bytes, &ParseLimits::default())
 }
 
-/// Parses `bytes` as one strict JSON value.
+/// Parses `bytes` as one strict JSON value and builds its `serde_json` tree.
 ///
-/// Leading and trailing whitespace is allowed; anything else around the value is refused.
+/// The tree costs tens of bytes per element: the gateway's request path keeps client bodies as
+/// [`crate::RawJson`] instead and uses this only for small values it must edit.
 pub fn parse_strict_with(bytes: &[u8], limits: &ParseLimits) -> Result<Value, ParseError> {
+    let (start, end) = validate_strict(bytes, limits)?;
+    Ok(serde_json::from_slice(&bytes[start..end]).expect("strictly valid json is valid json"))
+}
+
+/// Checks that `bytes` are one strict JSON value without building anything, and returns where
+/// the value starts and ends (leading and trailing whitespace is allowed; anything else around
+/// the value is refused).
+///
+/// Memory stays proportional to the widest object's key count (a hash per key), never to the
+/// number of values.
+pub fn validate_strict(bytes: &[u8], limits: &ParseLimits) -> Result<(usize, usize), ParseError> {
     if bytes.starts_with(b"\xEF\xBB\xBF") {
         return Err(ParseError::Bom);
     }
@@ -121,20 +134,24 @@ pub fn parse_strict_with(bytes: &[u8], limits: &ParseLimits) -> Result<Value, Pa
         depth: 0,
         max_depth,
         failure: None,
+        key_hasher: RandomState::new(),
     };
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = match (ValueSeed { state: &mut state }).deserialize(&mut de) {
-        Ok(value) => value,
-        Err(err) => {
-            return Err(state
-                .failure
-                .take()
-                .unwrap_or_else(|| syntax_error(&err, max_depth)));
-        }
-    };
+    if let Err(err) = (CheckSeed { state: &mut state }).deserialize(&mut de) {
+        return Err(state
+            .failure
+            .take()
+            .unwrap_or_else(|| syntax_error(&err, max_depth)));
+    }
     // Without `end()` a second value or garbage after the first would be silently ignored.
     de.end().map_err(|_| ParseError::TrailingData)?;
-    Ok(value)
+    let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let start = bytes.iter().position(|b| !is_space(b)).unwrap_or(0);
+    let end = bytes
+        .iter()
+        .rposition(|b| !is_space(b))
+        .map_or(start, |i| i + 1);
+    Ok((start, end))
 }
 
 fn syntax_error(err: &serde_json::Error, max_depth: usize) -> ParseError {
@@ -151,89 +168,14 @@ fn syntax_error(err: &serde_json::Error, max_depth: usize) -> ParseError {
     }
 }
 
-/// The fold used to detect keys that differ only in ways a lenient decoder ignores.
-///
-/// Removes NUL characters (GHSA-q382-vc8q-7jhj: `name\u0000` matched `name`) and maps every
-/// character through upper- then lower-casing, an approximation of Unicode simple case folding
-/// that also catches `ſ` (U+017F) → `s` and the Kelvin sign (U+212A) → `k`
-/// (CVE-2026-27896: Go's `encoding/json` matched keys that way).
-pub fn fold_key(key: &str) -> String {
-    key.chars()
-        .filter(|&c| c != '\0')
-        .flat_map(char::to_uppercase)
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
-/// Keys that are lowercase ASCII without NUL are their own fold; skipping the fold for them
-/// keeps the common case allocation-free.
-fn is_own_fold(key: &str) -> bool {
-    key.bytes()
-        .all(|b| b.is_ascii() && b != 0 && !b.is_ascii_uppercase())
-}
-
-fn folded(key: &str) -> Cow<'_, str> {
-    if is_own_fold(key) {
-        Cow::Borrowed(key)
-    } else {
-        Cow::Owned(fold_key(key))
-    }
-}
-
-/// Returns the first pair of distinct keys in `map` that collide under [`fold_key`]
-/// (`name`/`Name`, `params`/`paramſ`, `name`/`name\u0000`), in map order.
-pub fn fold_collision(map: &Map<String, Value>) -> Option<(&str, &str)> {
-    if map.keys().all(|k| is_own_fold(k)) {
-        // All keys are their own fold and map keys are unique, so nothing can collide.
-        return None;
-    }
-    let folds: Vec<(&str, Cow<'_, str>)> = map.keys().map(|k| (k.as_str(), folded(k))).collect();
-    if folds.len() <= 16 {
-        for (i, (key_a, fold_a)) in folds.iter().enumerate() {
-            for (key_b, fold_b) in &folds[i + 1..] {
-                if fold_a == fold_b {
-                    return Some((key_a, key_b));
-                }
-            }
-        }
-        return None;
-    }
-    let mut seen: std::collections::HashMap<&str, &str> =
-        std::collections::HashMap::with_capacity(folds.len());
-    for (key, fold) in &folds {
-        if let Some(first) = seen.insert(fold.as_ref(), key) {
-            return Some((first, key));
-        }
-    }
-    None
-}
-
-/// Like [`fold_collision`], but searches every object nested anywhere in `value`
-/// (used on the arguments of risky tool calls).
-pub fn fold_collision_deep(value: &Value) -> Option<(&str, &str)> {
-    // An explicit stack: the value may be as deep as the parse limit and this must not recurse.
-    let mut stack = vec![value];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(map) => {
-                if let Some(pair) = fold_collision(map) {
-                    return Some(pair);
-                }
-                stack.extend(map.values());
-            }
-            Value::Array(items) => stack.extend(items.iter()),
-            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
-        }
-    }
-    None
-}
-
 struct State {
     depth: usize,
     max_depth: usize,
     /// The precise reason for a refusal raised inside the visitor; serde_json only carries a
     /// message string back out, so the typed reason travels here.
     failure: Option<ParseError>,
+    /// Keyed per parse, so a client cannot aim keys at colliding hashes (see `KeySet`).
+    key_hasher: RandomState,
 }
 
 impl State {
@@ -257,86 +199,137 @@ impl State {
     }
 }
 
-struct ValueSeed<'s> {
-    state: &'s mut State,
+/// The keys seen so far in one object. Small objects compare keys exactly; past
+/// [`KeySet::EXACT`] keys only a 64-bit keyed hash of each is kept, so a wide object costs 8
+/// bytes per key rather than a copy of it. Two distinct keys with equal hashes are refused as
+/// duplicates: that fails closed, with odds below 2^-40 for the widest object a body can hold.
+enum KeySet<'de> {
+    Exact(Vec<Cow<'de, str>>),
+    Hashed(HashSet<u64, BuildHasherDefault<IdentityHasher>>),
 }
 
-impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
-    type Value = Value;
+impl<'de> KeySet<'de> {
+    const EXACT: usize = 16;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(ValueVisitor { state: self.state })
+    /// Records `key`, or hands it back if it was already there.
+    fn insert(&mut self, key: Cow<'de, str>, hasher: &RandomState) -> Result<(), Cow<'de, str>> {
+        let fresh = match self {
+            KeySet::Exact(keys) if keys.contains(&key) => false,
+            KeySet::Exact(keys) if keys.len() < Self::EXACT => {
+                keys.push(key);
+                return Ok(());
+            }
+            KeySet::Exact(keys) => {
+                let mut hashed: HashSet<u64, _> =
+                    keys.iter().map(|k| hasher.hash_one(&**k)).collect();
+                let fresh = hashed.insert(hasher.hash_one(&*key));
+                *self = KeySet::Hashed(hashed);
+                fresh
+            }
+            KeySet::Hashed(hashes) => hashes.insert(hasher.hash_one(&*key)),
+        };
+        if fresh { Ok(()) } else { Err(key) }
     }
 }
 
-struct ValueVisitor<'s> {
+/// The set already holds keyed SipHash outputs; hashing them again would only cost time.
+#[derive(Default)]
+struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+struct CheckSeed<'s> {
     state: &'s mut State,
 }
 
-impl<'de> Visitor<'de> for ValueVisitor<'_> {
-    type Value = Value;
+impl<'de> DeserializeSeed<'de> for CheckSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(CheckVisitor { state: self.state })
+    }
+}
+
+/// Walks a value, refusing what the module refuses, and builds nothing.
+struct CheckVisitor<'s> {
+    state: &'s mut State,
+}
+
+impl<'de> Visitor<'de> for CheckVisitor<'_> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a json value")
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
     }
 
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
     }
 
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
     }
 
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
     }
 
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
         // Only reached without `arbitrary_precision`; kept so the crate fails closed either way.
-        match Number::from_f64(v) {
-            Some(n) => Ok(Value::Number(n)),
-            None => Err(self.state.fail(ParseError::NonFiniteNumber)),
+        if v.is_finite() {
+            Ok(())
+        } else {
+            Err(self.state.fail(ParseError::NonFiniteNumber))
         }
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
     }
 
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         self.state.enter()?;
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(ValueSeed {
-            state: &mut *self.state,
-        })? {
-            items.push(item);
-        }
+        while seq
+            .next_element_seed(CheckSeed {
+                state: &mut *self.state,
+            })?
+            .is_some()
+        {}
         self.state.leave();
-        Ok(Value::Array(items))
+        Ok(())
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<(), A::Error> {
         // The first key decides between a real object and serde_json's number envelope, so it
         // is read before the depth check: a number at the deepest allowed level is not nesting.
         let Some(first) = access.next_key_seed(KeySeed)? else {
             self.state.enter()?;
             self.state.leave();
-            return Ok(Value::Object(Map::new()));
+            return Ok(());
         };
         if first == SERDE_JSON_NUMBER_TOKEN {
             return finish_number(self.state, access);
         }
         self.state.enter()?;
-        let mut map = Map::new();
+        let mut seen = KeySet::Exact(Vec::new());
         let mut next = Some(first);
         while let Some(key) = next {
             if key.starts_with(SERDE_JSON_PRIVATE_PREFIX) {
@@ -344,30 +337,23 @@ impl<'de> Visitor<'de> for ValueVisitor<'_> {
                     key: key.into_owned(),
                 }));
             }
-            match map.entry(key.into_owned()) {
-                Entry::Occupied(slot) => {
-                    let key = slot.key().clone();
-                    return Err(self.state.fail(ParseError::DuplicateKey { key }));
-                }
-                Entry::Vacant(slot) => {
-                    let value = access.next_value_seed(ValueSeed {
-                        state: &mut *self.state,
-                    })?;
-                    slot.insert(value);
-                }
+            if let Err(key) = seen.insert(key, &self.state.key_hasher) {
+                return Err(self.state.fail(ParseError::DuplicateKey {
+                    key: key.into_owned(),
+                }));
             }
+            access.next_value_seed(CheckSeed {
+                state: &mut *self.state,
+            })?;
             next = access.next_key_seed(KeySeed)?;
         }
         self.state.leave();
-        Ok(Value::Object(map))
+        Ok(())
     }
 }
 
 /// Completes a number delivered through serde_json's `arbitrary_precision` envelope.
-fn finish_number<'de, A: MapAccess<'de>>(
-    state: &mut State,
-    mut access: A,
-) -> Result<Value, A::Error> {
+fn finish_number<'de, A: MapAccess<'de>>(state: &mut State, mut access: A) -> Result<(), A::Error> {
     // serde_json hands the real number text over as an owned `String`; a client object that
     // merely uses the reserved key yields a borrowed string or another type, which the text
     // visitor refuses. Until the text is in hand the reserved-key reading stands.
@@ -386,7 +372,7 @@ fn finish_number<'de, A: MapAccess<'de>>(
     if number.as_f64().is_none() {
         return Err(state.fail(ParseError::NonFiniteNumber));
     }
-    Ok(Value::Number(number))
+    Ok(())
 }
 
 struct KeySeed;

@@ -3,6 +3,7 @@
 
 use std::hint::black_box;
 
+use countersign_jsonrpc::RawJson;
 use countersign_policy::{CallFacts, Catalog, Method, Policy, Principal};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
@@ -25,8 +26,9 @@ fn bench_classify(c: &mut Criterion) {
     let items: Vec<Value> = (0..12)
         .map(|i| json!({"sku": format!("TOY-{i:03}"), "quantity": i, "note": "gift wrap, ship together"}))
         .collect();
-    let arguments = json!({"customer": "ada@example.com", "items": items});
-    assert!(arguments.to_string().len() > 800);
+    // As the request path holds them: the raw text of the client's arguments.
+    let arguments = RawJson::from_value(&json!({"customer": "ada@example.com", "items": items}));
+    assert!(arguments.len() > 800);
     let principal = Principal {
         id: "ada".into(),
         groups: vec!["staff".into()],
@@ -53,7 +55,7 @@ fn bench_classify(c: &mut Criterion) {
                 upstream: "store",
                 method: Method::ToolsCall,
                 target: "list_products",
-                arguments: &Value::Null,
+                arguments: &RawJson::null(),
                 principal: &principal,
                 tool: None,
             }))

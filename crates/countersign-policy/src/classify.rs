@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use countersign_jsonrpc::RawJson;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -26,8 +27,8 @@ pub struct CallFacts<'a> {
     pub method: Method,
     /// Tool name, prompt name or resource URI, exactly as in the request.
     pub target: &'a str,
-    /// The call's `arguments` (`Value::Null` when absent).
-    pub arguments: &'a Value,
+    /// The call's `arguments` (`null` when absent), as the client sent them.
+    pub arguments: &'a RawJson,
     /// The caller.
     pub principal: &'a Principal,
     /// The pinned tool from the catalog; `None` means not in the catalog (unknown).
@@ -119,7 +120,7 @@ impl Policy {
         let mut catalog = Catalog::new();
         catalog.observe(upstream, tools);
         let principal = Principal::default();
-        let arguments = Value::Object(serde_json::Map::new());
+        let arguments = RawJson::empty_object();
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for tool in tools {

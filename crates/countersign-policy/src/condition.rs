@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use cel::objects::{Key, Map};
 use cel::{Context, Env, Program, Value as Cel};
+use countersign_jsonrpc::{Kind, RawJson};
 use serde_json::Value;
 
 use crate::model::Principal;
@@ -48,7 +49,7 @@ impl Default for CelEnv {
 /// The facts a condition can see, converted to CEL lazily: only calls that reach a rule
 /// with a `when:` pay for the conversion.
 pub(crate) struct Facts<'a> {
-    pub(crate) args: &'a Value,
+    pub(crate) args: &'a RawJson,
     pub(crate) principal: &'a Principal,
     pub(crate) tool: &'a str,
     pub(crate) annotations: Option<&'a Value>,
@@ -59,17 +60,32 @@ pub(crate) struct Facts<'a> {
 /// Facts already bound into a CEL context, reused across the rules of one call.
 pub(crate) struct Bound {
     context: Context<'static, 'static>,
+    /// Why the arguments could not be bound; every condition then fails (closed).
+    args_refused: Option<String>,
 }
+
+/// Most argument values a condition may see. CEL holds a copy of every value it is given, at
+/// tens of bytes each; beyond this a call's conditions are not evaluated and the decision is
+/// taken fail-closed, so a client cannot buy memory with a body of tiny values.
+pub const MAX_CONDITION_VALUES: usize = 10_000;
 
 impl Facts<'_> {
     pub(crate) fn bind(&self, env: &CelEnv) -> Bound {
         let mut context = Context::with_env(Arc::clone(&env.0));
-        let args = match self.args {
+        let mut args_refused = None;
+        let args = if self.args.is_null() {
             // An absent or null `arguments` is an empty call, not an error.
-            Value::Null => Cel::Map(Map {
+            Cel::Map(Map {
                 map: Arc::new(HashMap::new()),
-            }),
-            other => to_cel(other),
+            })
+        } else {
+            let mut budget = MAX_CONDITION_VALUES;
+            raw_to_cel(self.args, &mut budget).unwrap_or_else(|| {
+                args_refused = Some(format!(
+                    "the arguments hold more than {MAX_CONDITION_VALUES} values"
+                ));
+                Cel::Null
+            })
         };
         context.add_variable_from_value("args", args);
         let mut principal = HashMap::<Key, Cel>::new();
@@ -100,7 +116,10 @@ impl Facts<'_> {
         context.add_variable_from_value("annotations", annotations);
         context.add_variable_from_value("upstream", Cel::from(self.upstream));
         context.add_variable_from_value("method", Cel::from(self.method));
-        Bound { context }
+        Bound {
+            context,
+            args_refused,
+        }
     }
 }
 
@@ -126,6 +145,9 @@ impl Condition {
     /// (missing key, type mismatch, non-bool result, interpreter panic). The caller turns
     /// an error into the fail-closed outcome.
     pub(crate) fn evaluate(&self, bound: &Bound) -> Result<bool, String> {
+        if let Some(why) = &bound.args_refused {
+            return Err(why.clone());
+        }
         // The interpreter walks attacker-controlled arguments; a bug in it must cost one
         // call (decided fail-closed), never the gateway's worker.
         let result = catch_unwind(AssertUnwindSafe(|| self.program.execute(&bound.context)))
@@ -135,6 +157,44 @@ impl Condition {
             Ok(other) => Err(format!("evaluated to {}, not a bool", other.type_of())),
             Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+/// The CEL value of client arguments, spending one unit of `budget` per value; `None` once
+/// it runs out.
+fn raw_to_cel(value: &RawJson, budget: &mut usize) -> Option<Cel> {
+    *budget = budget.checked_sub(1)?;
+    Some(match value.kind() {
+        Kind::Null => Cel::Null,
+        Kind::Bool => Cel::Bool(value.as_bool() == Some(true)),
+        Kind::Number => number_to_cel(value.as_text()),
+        Kind::String => Cel::from(value.as_str().unwrap_or_default().as_ref()),
+        Kind::Array => {
+            let mut items = Vec::new();
+            for item in value.items()? {
+                items.push(raw_to_cel(&item, budget)?);
+            }
+            Cel::List(Arc::new(items))
+        }
+        Kind::Object => {
+            let mut map = HashMap::new();
+            for (key, item) in value.members()? {
+                map.insert(Key::from(key.as_ref()), raw_to_cel(&item, budget)?);
+            }
+            Cel::Map(Map { map: Arc::new(map) })
+        }
+    })
+}
+
+fn number_to_cel(text: &str) -> Cel {
+    if let Ok(i) = text.parse::<i64>() {
+        Cel::Int(i)
+    } else if let Ok(u) = text.parse::<u64>() {
+        Cel::UInt(u)
+    } else {
+        // Exact text parsed by Rust: overflow becomes ±inf, which still compares the way an
+        // author writing `> limit` expects.
+        Cel::Float(text.parse::<f64>().unwrap_or(f64::NAN))
     }
 }
 
@@ -170,7 +230,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn eval(source: &str, args: Value) -> Result<bool, String> {
+    fn eval(source: &str, args: impl Into<RawJson>) -> Result<bool, String> {
+        let args = args.into();
         let env = CelEnv::default();
         let condition = Condition::compile(&env, source).expect("compiles");
         let principal = Principal {
@@ -223,6 +284,32 @@ mod tests {
         let huge: Value =
             serde_json::from_str(r#"{"n": 1e400}"#).expect("arbitrary precision keeps it");
         assert_eq!(eval("args.n > 1000000.0", huge), Ok(true));
+    }
+
+    #[test]
+    fn raw_arguments_bind_as_the_values_they_denote() {
+        let args = RawJson::parse_slice(
+            br#"{ "s" : "\u0041da" , "n" : 1.50 , "e" : 1E2 , "l" : [ ] , "o" : { "k" : null } }"#,
+        )
+        .expect("json");
+        assert_eq!(
+            eval(
+                "args.s == 'Ada' && args.n == 1.5 && args.e == 100.0 && args.l.size() == 0 \
+                 && args.o.k == null",
+                args
+            ),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn arguments_with_too_many_values_fail_closed() {
+        // The object, the array and its items: exactly the limit.
+        let at_limit = json!({"items": vec![0; MAX_CONDITION_VALUES - 2]});
+        assert_eq!(eval("args.items.size() > 0", at_limit), Ok(true));
+        let over = json!({"items": vec![0; MAX_CONDITION_VALUES - 1]});
+        let err = eval("true", over).expect_err("one value too many");
+        assert!(err.contains("more than"), "{err}");
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub use catalog::{
     Catalog, CatalogEvent, PinStatus, PinnedTool, RepinError, ToolAnnotations, definition_hash,
 };
 pub use classify::{CallFacts, DEFAULT_RULE, Decision, Explanation, INVALID_TOOL_NAME_RULE};
+pub use condition::MAX_CONDITION_VALUES;
 pub use error::PolicyError;
 pub use model::{Action, Approval, Method, Principal, Risk, is_valid_tool_name};
 pub use policy::{

@@ -5,6 +5,7 @@
 //! so a policy author cannot write a template that is slow or that reads anything but the
 //! call it describes.
 
+use countersign_jsonrpc::{Kind, RawJson};
 use serde_json::Value;
 
 /// Longest rendering of one placeholder, in characters. A summary is a one-line headline;
@@ -40,7 +41,7 @@ enum Filter {
 
 /// What a template may read.
 pub(crate) struct Scope<'a> {
-    pub(crate) args: &'a Value,
+    pub(crate) args: &'a RawJson,
     pub(crate) tool: &'a str,
     pub(crate) upstream: &'a str,
 }
@@ -81,7 +82,7 @@ impl Template {
                 Part::Text(text) => out.push_str(text),
                 Part::Placeholder { source, filter } => {
                     let value = match source {
-                        Source::Args(path) => lookup(scope.args, path).map(|v| apply(v, *filter)),
+                        Source::Args(path) => lookup(scope.args, path).map(|v| apply(&v, *filter)),
                         Source::Tool => Some(apply_str(scope.tool, *filter)),
                         Source::Upstream => Some(apply_str(scope.upstream, *filter)),
                     };
@@ -140,31 +141,104 @@ fn is_key(key: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn lookup<'v>(mut value: &'v Value, path: &[String]) -> Option<&'v Value> {
+fn lookup(value: &RawJson, path: &[String]) -> Option<RawJson> {
+    let mut value = value.clone();
     for key in path {
-        value = match value {
-            Value::Object(map) => map.get(key)?,
-            Value::Array(items) => items.get(key.parse::<usize>().ok()?)?,
+        value = match value.kind() {
+            Kind::Object => value.get(key)?,
+            Kind::Array => value.items()?.nth(key.parse::<usize>().ok()?)?,
             _ => return None,
         };
     }
     Some(value)
 }
 
-fn apply(value: &Value, filter: Filter) -> String {
+fn apply(value: &RawJson, filter: Filter) -> String {
     match filter {
-        Filter::None => match value {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
+        Filter::None => match value.as_str() {
+            Some(s) => s.into_owned(),
+            None => compact_json(value),
         },
-        Filter::Length => match value {
-            Value::Array(items) => items.len().to_string(),
-            Value::Object(map) => map.len().to_string(),
-            Value::String(s) => s.chars().count().to_string(),
+        Filter::Length => match value.kind() {
+            Kind::Array => value.items().map_or(0, Iterator::count).to_string(),
+            Kind::Object => value.members().map_or(0, Iterator::count).to_string(),
+            Kind::String => value
+                .as_str()
+                .unwrap_or_default()
+                .chars()
+                .count()
+                .to_string(),
             _ => String::new(),
         },
-        Filter::Json => value.to_string(),
+        Filter::Json => compact_json(value),
     }
+}
+
+/// serde_json's compact text of `value` (what `Value::to_string` printed before arguments
+/// were kept raw: no whitespace between tokens, strings re-escaped from their contents,
+/// numbers as written), cut once it is sure to be longer than [`push_sanitized`] shows, so a
+/// placeholder never copies more of the arguments than it can show.
+fn compact_json(value: &RawJson) -> String {
+    let mut out = String::new();
+    write_compact(value, &mut out);
+    out
+}
+
+/// Appends the compact text of `value` to `out`; `false` once `out` is long enough to be cut
+/// (more than `MAX_VALUE_CHARS` characters: a character is at most four bytes).
+fn write_compact(value: &RawJson, out: &mut String) -> bool {
+    match value.kind() {
+        Kind::String => push_json_string(out, &value.as_str().unwrap_or_default()),
+        Kind::Array => {
+            out.push('[');
+            for (i, item) in value.items().into_iter().flatten().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                if !write_compact(&item, out) {
+                    return false;
+                }
+            }
+            out.push(']');
+        }
+        Kind::Object => {
+            out.push('{');
+            for (i, (key, item)) in value.members().into_iter().flatten().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_json_string(out, &key);
+                out.push(':');
+                if !write_compact(&item, out) {
+                    return false;
+                }
+            }
+            out.push('}');
+        }
+        Kind::Number => push_json_number(out, value.as_text()),
+        Kind::Null | Kind::Bool => out.push_str(value.as_text()),
+    }
+    out.len() <= 4 * MAX_VALUE_CHARS
+}
+
+/// A number as serde_json (`arbitrary_precision`) writes it: as the client wrote it, except
+/// that the exponent marker is `e` and always has a sign (`1E5` and `1e5` print `1e+5`).
+fn push_json_number(out: &mut String, text: &str) {
+    match text.split_once(['e', 'E']) {
+        None => out.push_str(text),
+        Some((mantissa, exponent)) => {
+            out.push_str(mantissa);
+            out.push('e');
+            if !exponent.starts_with(['+', '-']) {
+                out.push('+');
+            }
+            out.push_str(exponent);
+        }
+    }
+}
+
+fn push_json_string(out: &mut String, text: &str) {
+    out.push_str(&serde_json::to_string(text).unwrap_or_default());
 }
 
 fn apply_str(text: &str, filter: Filter) -> String {
@@ -202,11 +276,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn render(template: &str, args: Value) -> String {
+    fn render(template: &str, args: impl Into<RawJson>) -> String {
         Template::parse(template)
             .expect("valid template")
             .render(&Scope {
-                args: &args,
+                args: &args.into(),
                 tool: "create_order",
                 upstream: "store",
             })
@@ -214,8 +288,9 @@ mod tests {
 
     #[test]
     fn placeholders_render_args_tool_and_upstream() {
-        let args: Value = serde_json::from_str(
-            r#"{"customer": "Ada", "items": [{"sku": "A"}, {"sku": "B"}], "n": 1.50}"#,
+        // As the client sent it: spaces between tokens, and `1.50` kept as written.
+        let args = RawJson::parse_slice(
+            br#"{"customer": "Ada", "items": [{"sku": "A"}, {"sku": "B"}], "n": 1.50}"#,
         )
         .expect("json");
         assert_eq!(
@@ -241,6 +316,36 @@ mod tests {
             render("{{args.customer|json}} {{args.customer|length}}", args),
             r#""Ada" 3"#
         );
+    }
+
+    #[test]
+    fn json_and_non_string_values_render_as_serde_json_compact_text() {
+        // Whitespace between tokens and string escapes as a client may write them.
+        let text = br#"{ "m" : { "a" : [ 1 , 1.50 , -0 , 1e5 , 2E-3 , 3e+1 , true , null ] ,
+            "s" : "\u0041\/\u00e9\n" , "o" : { } } , "e" : [ ] }"#;
+        let args = RawJson::parse_slice(text).expect("json");
+        let tree: Value = serde_json::from_slice(text).expect("json");
+        let expected = r#"{"a":[1,1.50,-0,1e+5,2e-3,3e+1,true,null],"s":"A/é\n","o":{}}"#;
+        assert_eq!(tree["m"].to_string(), expected);
+        assert_eq!(render("{{args.m | json}}", args.clone()), expected);
+        assert_eq!(render("{{args.m}}", args.clone()), expected);
+        assert_eq!(
+            render("{{args.m.a}} {{args.e}} {{args.e | json}}", args.clone()),
+            "[1,1.50,-0,1e+5,2e-3,3e+1,true,null] [] []"
+        );
+        assert_eq!(render("{{args.m.s}}", args.clone()), "A/é\\u{000a}");
+        assert_eq!(render("{{args.m.s | json}}", args), r#""A/é\n""#);
+    }
+
+    #[test]
+    fn a_huge_value_renders_cut_like_its_serde_json_text() {
+        let items: Vec<Value> = (0..200_000).map(|i| json!({"n": i})).collect();
+        let args = json!({"items": items});
+        let full = args["items"].to_string();
+        let out = render("{{args.items | json}}", &args);
+        assert_eq!(out.chars().count(), MAX_VALUE_CHARS + 1);
+        assert_eq!(out.strip_suffix('…'), Some(&full[..MAX_VALUE_CHARS]));
+        assert_eq!(render("{{args.items}}", &args), out);
     }
 
     #[test]

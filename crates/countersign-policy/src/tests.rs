@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use countersign_jsonrpc::RawJson;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -61,7 +62,7 @@ struct Call<'a> {
     upstream: &'a str,
     method: Method,
     target: &'a str,
-    args: Value,
+    args: RawJson,
     principal: Principal,
 }
 
@@ -71,12 +72,12 @@ impl<'a> Call<'a> {
             upstream,
             method: Method::ToolsCall,
             target,
-            args: json!({}),
+            args: RawJson::empty_object(),
             principal: Principal::default(),
         }
     }
     fn args(mut self, args: Value) -> Self {
-        self.args = args;
+        self.args = RawJson::from_value(&args);
         self
     }
     fn groups(mut self, groups: &[&str]) -> Self {
@@ -436,7 +437,7 @@ fn pin_of_another_tool_is_ignored() {
         upstream: "store",
         method: Method::ToolsCall,
         target: "wipe",
-        arguments: &json!({}),
+        arguments: &RawJson::empty_object(),
         principal: &Principal::default(),
         tool: c.get("store", "list_products"),
     });

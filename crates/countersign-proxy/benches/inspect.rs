@@ -1,8 +1,11 @@
 //! The per-POST hot path of the transparent core: strict parse, envelope and header checks, and
-//! re-serialization of the forwarded body.
+//! re-serialization of the forwarded body; and the argument listing a held call shows.
 
 use std::hint::black_box;
 
+use bytes::Bytes;
+use countersign_jsonrpc::RawJson;
+use countersign_proxy::display::{ListingStyle, arguments_listing};
 use countersign_proxy::parse::inspect_post;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue};
@@ -20,7 +23,8 @@ fn tools_call_body() -> String {
 }
 
 fn bench_inspect(c: &mut Criterion) {
-    let body = tools_call_body();
+    // The body as the server hands it over; cloning it per iteration is a reference count.
+    let body = Bytes::from(tools_call_body());
     let mut legacy = HeaderMap::new();
     legacy.insert(
         "mcp-protocol-version",
@@ -29,15 +33,15 @@ fn bench_inspect(c: &mut Criterion) {
     c.bench_function("inspect+reserialize tools/call ~1KiB (2025-11-25)", |b| {
         b.iter(|| {
             let inspected =
-                inspect_post(black_box(&legacy), black_box(body.as_bytes()), 64).expect("valid");
+                inspect_post(black_box(&legacy), black_box(body.clone()), 64).expect("valid");
             black_box(inspected.payload.to_vec())
         })
     });
 
-    let stateless = body.replace(
+    let stateless = Bytes::from(tools_call_body().replace(
         r#""_meta":{"progressToken":"p-42"}"#,
         r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#,
-    );
+    ));
     let mut modern = HeaderMap::new();
     modern.insert(
         "mcp-protocol-version",
@@ -49,14 +53,48 @@ fn bench_inspect(c: &mut Criterion) {
         "inspect+reserialize tools/call ~1KiB (2026-07-28 headers)",
         |b| {
             b.iter(|| {
-                let inspected =
-                    inspect_post(black_box(&modern), black_box(stateless.as_bytes()), 64)
-                        .expect("valid");
+                let inspected = inspect_post(black_box(&modern), black_box(stateless.clone()), 64)
+                    .expect("valid");
                 black_box(inspected.payload.to_vec())
             })
         },
     );
 }
 
-criterion_group!(benches, bench_inspect);
+/// `arguments_listing` of a 4 MiB array of small numbers: what the held result's text and the
+/// approval question cost for the largest body a client may send.
+fn bench_listing(c: &mut Criterion) {
+    let mut text = String::from("{\"items\":[");
+    let mut count = 0;
+    while text.len() < 4 << 20 {
+        if count > 0 {
+            text.push(',');
+        }
+        text.push_str(&(count % 1000).to_string());
+        count += 1;
+    }
+    text.push_str("],\"to\":\"ada@example.com\"}");
+    let arguments = RawJson::parse_slice(text.as_bytes()).expect("valid");
+    for (name, style) in [
+        (
+            "arguments_listing 4MiB array (compact, 2000 chars)",
+            ListingStyle::Compact,
+        ),
+        (
+            "arguments_listing 4MiB array (pretty, 1500 chars)",
+            ListingStyle::Pretty,
+        ),
+    ] {
+        let budget = if style == ListingStyle::Compact {
+            2000
+        } else {
+            1500
+        };
+        c.bench_function(name, |b| {
+            b.iter(|| black_box(arguments_listing(black_box(&arguments), style, budget)))
+        });
+    }
+}
+
+criterion_group!(benches, bench_inspect, bench_listing);
 criterion_main!(benches);

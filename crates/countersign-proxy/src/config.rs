@@ -1,8 +1,9 @@
 //! Typed, already-validated settings the proxy runs with. `countersign-app` builds these from the
 //! configuration file; nothing here re-validates.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
 
 use http::Uri;
@@ -99,6 +100,87 @@ impl Default for Limits {
 
 fn nz(n: usize) -> NonZeroUsize {
     NonZeroUsize::new(n).expect("limit defaults are non-zero")
+}
+
+/// A token bucket: `burst` tokens when full, one more every minute / `per_minute`; each counted
+/// event takes one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Sustained events per minute.
+    pub per_minute: NonZeroU32,
+    /// Events allowed at once after a quiet spell: the bucket's size.
+    pub burst: NonZeroU32,
+}
+
+impl Rate {
+    /// Time for one token to come back.
+    pub fn interval(&self) -> Duration {
+        Duration::from_secs(60) / self.per_minute.get()
+    }
+}
+
+/// One rate limit: the bucket every upstream without its own shares, and the upstreams that
+/// have their own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LimitRates {
+    /// The rate of the principal's shared bucket; `None`: off.
+    pub default: Option<Rate>,
+    /// Upstreams (by name) whose calls count in a bucket of their own with this rate instead of
+    /// the shared one; `None`: off for that upstream.
+    pub per_upstream: BTreeMap<String, Option<Rate>>,
+}
+
+/// What a limit does when the store shared between replicas cannot answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnStoreError {
+    /// This replica's own buckets decide until the store answers again.
+    Open,
+    /// Refuse (HTTP 503) until the store answers again.
+    Closed,
+}
+
+/// Per-principal rate limits (token buckets); see `docs/operations.md#rate-limits`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitConfig {
+    /// Every `tools/call`.
+    pub calls: LimitRates,
+    /// Every call the gateway holds for approval (a token minted or a question asked).
+    pub held: LimitRates,
+    /// Every question put to a person (elicitation, `input_required`).
+    pub questions: LimitRates,
+    pub on_store_error: OnStoreError,
+    /// Most principals whose buckets this replica keeps in memory.
+    pub max_principals: NonZeroUsize,
+}
+
+impl Default for RateLimitConfig {
+    /// `calls` and `held` off (a sustainable rate depends on the upstream and the deployment),
+    /// `questions` 30 a minute with a burst of 10 (a person cannot judge more), failing open.
+    fn default() -> Self {
+        Self {
+            calls: LimitRates::default(),
+            held: LimitRates::default(),
+            questions: LimitRates {
+                default: Some(Rate {
+                    per_minute: NonZeroU32::new(30).expect("non-zero"),
+                    burst: NonZeroU32::new(10).expect("non-zero"),
+                }),
+                per_upstream: BTreeMap::new(),
+            },
+            on_store_error: OnStoreError::Open,
+            max_principals: nz(100_000),
+        }
+    }
+}
+
+impl RateLimitConfig {
+    /// Every limit off.
+    pub fn off() -> Self {
+        Self {
+            questions: LimitRates::default(),
+            ..Self::default()
+        }
+    }
 }
 
 /// Which browser origins may talk to the gateway. Requests without `Origin` (non-browser clients)

@@ -28,7 +28,7 @@
 
 use std::fmt::Write as _;
 
-use serde_json::{Map, Value};
+use countersign_jsonrpc::RawJson;
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
 /// Longest key shown whole in a listing (its JSON text, in characters); a longer one is cut
@@ -123,59 +123,54 @@ pub fn truncate(text: &str, max_chars: usize) -> String {
 /// Anything other than an object (null, an array, a scalar) is rendered whole and, if that does
 /// not fit, cut with the marker. Nested objects are values like any other: their keys may be cut
 /// off, visibly.
-pub fn arguments_listing(arguments: &Value, style: ListingStyle, budget_chars: usize) -> String {
-    let whole = json_text(arguments, style);
-    if escaped_len(&whole) <= budget_chars {
-        return escape(&whole);
+///
+/// The arguments are the client's raw value: the listing measures it without copying it and
+/// keeps only the text it shows, so its memory follows the budget, not the arguments.
+pub fn arguments_listing(arguments: &RawJson, style: ListingStyle, budget_chars: usize) -> String {
+    let whole = render::measure(arguments, style, 0);
+    if whole.escaped <= budget_chars {
+        return escape(&render::prefix(arguments, style, 0, whole.chars));
     }
-    match arguments {
-        Value::Object(map) if !map.is_empty() => shortened_object(map, style, budget_chars),
+    match arguments
+        .members()
+        .map(|mut members| members.next().is_some())
+    {
+        Some(true) => shortened_object(arguments, style, budget_chars),
         _ => {
             let content = budget_chars
-                .saturating_sub(marker_len(whole.chars().count()))
+                .saturating_sub(marker_len(whole.chars))
                 .max(MIN_VALUE_CHARS);
-            escape_within(&whole, content)
+            let shown = render::prefix(arguments, style, 0, content);
+            escape_within(&shown, whole.chars, content)
         }
     }
 }
 
-/// One top-level entry of a shortened listing.
-struct Entry {
-    /// The key's JSON text, escaped and, if too long, cut.
-    key: String,
-    /// The value's JSON text, unescaped, its continuation lines already indented (Pretty).
-    value: String,
-    /// Length of the value once escaped, in characters.
-    value_len: usize,
-}
-
-fn shortened_object(map: &Map<String, Value>, style: ListingStyle, budget_chars: usize) -> String {
-    let entries: Vec<Entry> = map
-        .iter()
-        .map(|(key, value)| {
-            let key = escape_within(
-                &json_text(&Value::String(key.clone()), ListingStyle::Compact),
-                MAX_KEY_CHARS,
-            );
-            let mut value = json_text(value, style);
-            if style == ListingStyle::Pretty {
-                // Pretty text of a nested value, moved one level in, as serde_json would print it
-                // inside the object (its strings hold no raw newline: JSON escapes them).
-                value = value.replace('\n', "\n  ");
-            }
-            let value_len = escaped_len(&value);
-            Entry {
-                key,
-                value,
-                value_len,
-            }
-        })
-        .collect();
+/// The listing of an object too long to show whole. Two passes over the members: the first
+/// measures every key and value, the second writes each within its share. Per member only its
+/// lengths are kept, never its text.
+fn shortened_object(object: &RawJson, style: ListingStyle, budget_chars: usize) -> String {
+    let value_indent = match style {
+        ListingStyle::Pretty => 2,
+        ListingStyle::Compact => 0,
+    };
+    let shown_key = |key: &str| {
+        let text = render::key_text(key);
+        let chars = text.chars().count();
+        escape_within(&text, chars, MAX_KEY_CHARS)
+    };
+    let members = || object.members().into_iter().flatten();
+    let mut keys = 0usize;
+    // Per member only its two lengths, so the second pass need not measure it again.
+    let mut measures: Vec<render::Measure> = Vec::new();
+    for (key, value) in members() {
+        keys += shown_key(&key).chars().count();
+        measures.push(render::measure(&value, style, value_indent));
+    }
 
     // Braces, separators, commas and (Pretty) indents and line breaks: what every listing of
     // these keys costs whatever the values.
-    let count = entries.len();
-    let keys: usize = entries.iter().map(|e| e.key.chars().count()).sum();
+    let count = measures.len();
     let fixed = match style {
         // "{\n" + per entry `  key: ` and "\n" + commas + "}"
         ListingStyle::Pretty => 3 + keys + count * 5 + (count - 1),
@@ -187,38 +182,46 @@ fn shortened_object(map: &Map<String, Value>, style: ListingStyle, budget_chars:
     // what is left; the remaining (longer) values all get the same share.
     let mut remaining = budget_chars.saturating_sub(fixed);
     let mut by_length: Vec<usize> = (0..count).collect();
-    by_length.sort_by_key(|&i| entries[i].value_len);
+    by_length.sort_by_key(|&i| measures[i].escaped);
     let mut whole = vec![false; count];
     let mut left = count;
     for &i in &by_length {
-        if entries[i].value_len > remaining / left {
+        if measures[i].escaped > remaining / left {
             break;
         }
         whole[i] = true;
-        remaining -= entries[i].value_len;
+        remaining -= measures[i].escaped;
         left -= 1;
     }
+    drop(by_length);
     // No share is needed when every value was shown whole (left == 0).
     let share = remaining.checked_div(left).unwrap_or(0);
 
     let mut out = String::from("{");
-    for (i, entry) in entries.iter().enumerate() {
+    for (i, (key, value)) in members().enumerate() {
         if style == ListingStyle::Pretty {
             out.push_str("\n  ");
         }
-        out.push_str(&entry.key);
+        out.push_str(&shown_key(&key));
         out.push_str(match style {
             ListingStyle::Pretty => ": ",
             ListingStyle::Compact => ":",
         });
+        let measured = measures[i];
         if whole[i] {
-            out.push_str(&escape(&entry.value));
+            out.push_str(&escape(&render::prefix(
+                &value,
+                style,
+                value_indent,
+                measured.chars,
+            )));
         } else {
             // The share pays for the marker too; the floor keeps something to read.
             let content = share
-                .saturating_sub(marker_len(entry.value.chars().count()))
+                .saturating_sub(marker_len(measured.chars))
                 .max(MIN_VALUE_CHARS);
-            out.push_str(&escape_within(&entry.value, content));
+            let shown = render::prefix(&value, style, value_indent, content);
+            out.push_str(&escape_within(&shown, measured.chars, content));
         }
         if i + 1 < count {
             out.push(',');
@@ -231,22 +234,16 @@ fn shortened_object(map: &Map<String, Value>, style: ListingStyle, budget_chars:
     out
 }
 
-/// serde_json's text of `value`. Serializing a `Value` does not fail; were it ever to, the
-/// listing says so rather than showing nothing.
-fn json_text(value: &Value, style: ListingStyle) -> String {
-    let text = match style {
-        ListingStyle::Pretty => serde_json::to_string_pretty(value),
-        ListingStyle::Compact => serde_json::to_string(value),
-    };
-    text.unwrap_or_else(|error| format!("<arguments not renderable: {error}>"))
-}
-
 /// [`escape`] of `text` if that is at most `max_chars` characters long; otherwise the escape of
 /// its longest prefix that fits, followed by the marker. Cuts between characters, never inside
 /// an escape, so a cut can't leave a half `\u{…}` that reads as something else.
-fn escape_within(text: &str, max_chars: usize) -> String {
+///
+/// `text` may be a prefix of a longer text of `total_chars` characters (at least `max_chars`
+/// of it): the marker counts every character not shown.
+fn escape_within(text: &str, total_chars: usize, max_chars: usize) -> String {
     let mut used = 0;
     let mut cut = None;
+    let mut shown_chars = 0;
     for (at, c) in text.char_indices() {
         let len = escaped_char_len(c);
         if used + len > max_chars {
@@ -254,15 +251,16 @@ fn escape_within(text: &str, max_chars: usize) -> String {
             break;
         }
         used += len;
+        shown_chars += 1;
     }
-    match cut {
-        None => escape(text),
-        Some(at) => {
-            let mut out = escape(&text[..at]);
-            out.push_str(&marker(text[at..].chars().count()));
-            out
-        }
-    }
+    let at = match cut {
+        None if shown_chars >= total_chars => return escape(text),
+        None => text.len(),
+        Some(at) => at,
+    };
+    let mut out = escape(&text[..at]);
+    out.push_str(&marker(total_chars.saturating_sub(shown_chars)));
+    out
 }
 
 fn marker(more: usize) -> String {
@@ -278,6 +276,10 @@ fn marker_len(more: usize) -> usize {
 fn is_hidden(c: char) -> bool {
     match c {
         '\n' | '\t' => false,
+        // Most text is ASCII, and listings measure client arguments of any size character by
+        // character: the only hidden ASCII characters are the controls (no ASCII character is
+        // a format character or default-ignorable), so spare them the table look-ups.
+        _ if c.is_ascii() => c.is_ascii_control(),
         _ => {
             matches!(
                 c.general_category(),
@@ -325,5 +327,6 @@ fn escaped_len(text: &str) -> usize {
     text.chars().map(escaped_char_len).sum()
 }
 
+mod render;
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ use countersign_jsonrpc::message::{RequestId, error_response};
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::body::ResponseBody;
+use crate::limits::{HitReason, LimitHit};
 
 /// Who caused a failure; picks the status class and the metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +129,8 @@ pub enum ProxyError {
     },
     #[error("could not list the tools of upstream `{upstream}`: {reason}")]
     CatalogUnavailable { upstream: String, reason: String },
+    #[error("{0}")]
+    RateLimited(LimitHit),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -168,6 +171,11 @@ impl ProxyError {
             | ProxyError::UpstreamResponseTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. } => Side::Upstream,
+            ProxyError::RateLimited(hit) => match hit.reason {
+                HitReason::Exhausted { .. } | HitReason::OverBurst { .. } => Side::Client,
+                // Failing closed on a store outage is the gateway's trouble, not the caller's.
+                HitReason::StoreUnavailable => Side::Internal,
+            },
             ProxyError::Internal(_) => Side::Internal,
         }
     }
@@ -209,6 +217,7 @@ impl ProxyError {
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::RateLimited(hit) => hit.status(),
             ProxyError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -249,6 +258,7 @@ impl ProxyError {
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. }
             | ProxyError::Internal(_) => code::INTERNAL_ERROR,
+            ProxyError::RateLimited(_) => crate::wire::RATE_LIMITED_ERROR_CODE,
         }
     }
 
@@ -277,7 +287,11 @@ impl ProxyError {
     /// The HTTP answer: a JSON-RPC error object, with the request's id when it is known.
     pub fn into_response(self, id: Option<&RequestId>) -> Response<ResponseBody> {
         let status = self.status();
-        let body = error_response(id, self.jsonrpc_code(), self.to_string(), None);
+        let data = match &self {
+            ProxyError::RateLimited(hit) => Some(hit.data()),
+            _ => None,
+        };
+        let body = error_response(id, self.jsonrpc_code(), self.to_string(), data);
         let mut response = Response::new(crate::body::full(Bytes::from(body)));
         *response.status_mut() = status;
         let headers = response.headers_mut();
@@ -285,6 +299,11 @@ impl ProxyError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let ProxyError::RateLimited(hit) = &self
+            && let Some(secs) = hit.retry_after_secs()
+        {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         if matches!(self, ProxyError::MethodNotAllowed(_)) {
             headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
         }

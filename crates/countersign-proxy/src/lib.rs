@@ -24,6 +24,7 @@ pub mod future;
 pub mod fuzzing;
 pub mod hardening;
 pub mod identity;
+pub mod limits;
 pub mod metrics;
 pub mod parse;
 pub mod relay;

@@ -35,14 +35,22 @@ pub struct StoreLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LimitLabels {
-    /// Which limit refused: `pending_questions_per_principal`, `pending_questions_per_session`.
+    /// Which limit refused: `pending_questions_per_principal`, `pending_questions_per_session`,
+    /// `rate_calls`, `rate_held`, `rate_questions`.
     pub limit: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RateStoreLabels {
+    /// What the limit did instead: `local` (this replica's buckets decided) or `refused`.
+    pub fallback: &'static str,
 }
 
 #[derive(Debug, Clone)]
 pub struct ProxyMetrics {
     requests: Family<RequestLabels, Counter>,
     limit_hits: Family<LimitLabels, Counter>,
+    rate_store_fallbacks: Family<RateStoreLabels, Counter>,
     sessions_forgotten: Counter,
     upstream_latency: Family<UpstreamLabels, Histogram>,
     open_streams: Family<UpstreamLabels, Gauge>,
@@ -85,6 +93,12 @@ impl ProxyMetrics {
             "Requests refused because they would pass a configured limit, by limit",
             limit_hits.clone(),
         );
+        let rate_store_fallbacks = Family::<RateStoreLabels, Counter>::default();
+        registry.register(
+            "countersign_rate_limit_store_fallbacks",
+            "Rate-limit checks decided without the shared store (it failed, or failed under a second ago), by how",
+            rate_store_fallbacks.clone(),
+        );
         let sessions_forgotten = Counter::default();
         registry.register(
             "countersign_sessions_forgotten",
@@ -94,6 +108,7 @@ impl ProxyMetrics {
         Self {
             requests,
             limit_hits,
+            rate_store_fallbacks,
             sessions_forgotten,
             upstream_latency,
             open_streams,
@@ -124,6 +139,13 @@ impl ProxyMetrics {
     /// Counts one request refused by `limit`.
     pub fn record_limit_hit(&self, limit: &'static str) {
         self.limit_hits.get_or_create(&LimitLabels { limit }).inc();
+    }
+
+    /// Counts one rate-limit check decided without the shared store, and how.
+    pub fn record_rate_store_fallback(&self, fallback: &'static str) {
+        self.rate_store_fallbacks
+            .get_or_create(&RateStoreLabels { fallback })
+            .inc();
     }
 
     /// Counts eliciting sessions the full session book forgot.

@@ -15,6 +15,7 @@ use crate::edits::ResponseEdits;
 use crate::forward::Forwarder;
 use crate::hardening::{Hardening, HardeningLayer, HardeningRules};
 use crate::identity::{Identify, Identity, IdentityLayer};
+use crate::limits::{LimitCalls, LimitCallsLayer};
 use crate::metrics::ProxyMetrics;
 use crate::parse::{Parse, ParseLayer};
 use crate::route::{Route, RouteTarget};
@@ -34,7 +35,8 @@ pub struct Gateway {
 }
 
 /// The full service for one listener: the layers of [`gateway_service`], outermost first.
-pub type GatewayService = Hardening<Parse<Identify<Classify<Approve<AuditOutcomes<Forwarder>>>>>>;
+pub type GatewayService =
+    Hardening<Parse<Identify<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>>;
 
 /// Builds the request path for `config`.
 pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService {
@@ -53,6 +55,7 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
         clock: clock.clone(),
     };
     let audit = gateway.approval.audit.clone();
+    let rate_limits = gateway.approval.rate_limits.clone();
     let approvals = Arc::new(Approvals::new(gateway.approval));
     let metrics = gateway.metrics;
     let hardening = HardeningRules {
@@ -71,6 +74,9 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
         .layer(ParseLayer::new(config.limits.clone(), metrics.clone()))
         // Who is calling, from the trusted header only, before anything is judged for them.
         .layer(IdentityLayer::new(gateway.identity))
+        // The `calls` rate limit keys on the principal and the route, not on risk: refusing
+        // before classification spares a flood policy conditions and tool listings.
+        .layer(LimitCallsLayer::new(rate_limits, metrics.clone()))
         // Policy and pinned catalog judge the parsed value; may list the upstream's tools.
         .layer(ClassifyLayer::new(gateway.policy, catalog, metrics.clone()))
         // Answers holds, denials and refusals itself; lets through only a Cleared request.

@@ -31,6 +31,7 @@ use crate::classify::ClassifyLayer;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Upstream, UpstreamAuth};
 use crate::identity::Caller;
+use crate::limits::RateLimits;
 use crate::metrics::ProxyMetrics;
 use crate::parse::{Parsed, inspect_post};
 use crate::relay::{Observer, WatchResponses};
@@ -97,13 +98,24 @@ pub(crate) fn parsed_post(
     headers: &[(&str, &str)],
     body: &Value,
 ) -> Request<Parsed> {
+    parsed_post_text(route, caller, headers, &body.to_string())
+}
+
+/// [`parsed_post`] of a body given as its exact text, as a client may write it (whitespace,
+/// escapes, numbers as written).
+pub(crate) fn parsed_post_text(
+    route: &Route,
+    caller: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Request<Parsed> {
     let mut request = Request::post(PATH);
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
     let request = request.body(()).expect("a valid request");
-    let bytes = body.to_string();
-    let inspected = inspect_post(request.headers(), bytes.as_bytes(), 64)
+    let bytes = Bytes::copy_from_slice(body.as_bytes());
+    let inspected = inspect_post(request.headers(), bytes, 64)
         .unwrap_or_else(|(error, _)| panic!("the test body is refused by the parse: {error}"));
     let mut request = request.map(|()| Parsed::Message(inspected));
     request.extensions_mut().insert(route.clone());
@@ -172,6 +184,7 @@ pub(crate) fn approval_settings(clock: Arc<dyn Clock>) -> ApprovalSettings {
         sessions: Arc::new(SessionBook::default()),
         max_event_bytes: MAX_EVENT_BYTES,
         question_caps: QuestionCaps::default(),
+        rate_limits: Arc::new(RateLimits::off()),
     }
 }
 
@@ -312,8 +325,7 @@ pub(crate) fn ran(request: &Request<crate::approval::Cleared>) -> Response<Respo
     let tool = message
         .params()
         .and_then(|p| p.get("name"))
-        .cloned()
-        .unwrap_or(Value::Null);
+        .map_or(Value::Null, |name| name.to_value());
     json_response(&json!({"jsonrpc": "2.0", "id": id, "result": {"ran": tool}}))
 }
 

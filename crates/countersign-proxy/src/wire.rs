@@ -30,5 +30,8 @@ pub const REQUEST_ID_PREFIX: &str = "countersign-";
 pub const HELD_ERROR_CODE: i64 = -32011;
 /// JSON-RPC error code for a refused or denied `prompts/get` / `resources/read`.
 pub const REFUSED_ERROR_CODE: i64 = -32010;
+/// JSON-RPC error code for a request refused by a rate limit (HTTP 429, or 503 when the limit
+/// fails closed); `data.limit` names the limit.
+pub const RATE_LIMITED_ERROR_CODE: i64 = -32012;
 /// MCP 2026-07-28 `MissingRequiredClientCapability`.
 pub const MISSING_CAPABILITY_CODE: i64 = -32021;

@@ -4,6 +4,8 @@
 //!   confirmed call is forwarded (docs/confirmation-token.md);
 //! - [`AnswerHandover`]: passing a human's elicitation answer from the request that received
 //!   it to the request holding the call (docs/wire-formats.md);
+//! - [`PinShare`] and [`RateShare`]: pinned tool risks and rate-limit buckets that replicas
+//!   share;
 //! - the in-memory backends ([`MemoryReplayStore`], [`MemoryAnswerHandover`]), the Redis
 //!   backends (`RedisReplayStore`, `RedisAnswerHandover`, feature `redis`, on by default) and
 //!   the [`conformance`] suite every backend, in-memory or Redis, must pass.
@@ -13,7 +15,9 @@
 //!
 //! **Every [`StoreError`] means "refuse".** A store that cannot say for certain that a `jti` was
 //! unspent, or that an answer was delivered, has not said so; callers fail closed and never
-//! forward.
+//! forward. The one exception is [`RateShare`]: a rate limit is not what keeps a call from
+//! running, so its caller chooses what a failed take means (the gateway's
+//! `rate_limits.on_store_error`).
 
 #![forbid(unsafe_code)]
 
@@ -21,6 +25,7 @@ mod clock;
 mod handover;
 mod memory;
 mod pins;
+mod rates;
 #[cfg(feature = "redis")]
 mod redis_backend;
 
@@ -36,8 +41,9 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use handover::MemoryAnswerHandover;
 pub use memory::MemoryReplayStore;
 pub use pins::{LocalPins, PinShare, SharedPin};
+pub use rates::{BucketTake, RateDecision, RateShare};
 #[cfg(feature = "redis")]
-pub use redis_backend::{RedisAnswerHandover, RedisPinShare, RedisReplayStore};
+pub use redis_backend::{RedisAnswerHandover, RedisPinShare, RedisRateShare, RedisReplayStore};
 
 /// The outcome of recording a `jti`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,6 +9,7 @@
 mod endpoint;
 mod handover;
 mod pins;
+mod rates;
 mod replay;
 
 #[cfg(test)]
@@ -24,6 +25,7 @@ use crate::StoreError;
 
 pub use handover::RedisAnswerHandover;
 pub use pins::RedisPinShare;
+pub use rates::RedisRateShare;
 pub use replay::RedisReplayStore;
 
 /// Namespaces become the first segment of every key and channel, so they are restricted to

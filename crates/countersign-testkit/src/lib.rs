@@ -1,6 +1,6 @@
 //! Test doubles for countersign: a recording fake MCP upstream (and a scripted MCP server to put
-//! behind it, see [`mcp`]), a raw HTTP/1.1 client, an SSE reader, temporary files, and the
-//! fuzz-corpus replay ([`fuzz_corpus`]).
+//! behind it, see [`mcp`]), a raw HTTP/1.1 client, an SSE reader, temporary files, a throwaway
+//! `redis-server`, and the fuzz-corpus replay ([`fuzz_corpus`]).
 //!
 //! A dev-dependency only. Most security tests read "send X through the gateway; assert the fake
 //! upstream recorded nothing (or exactly Y)", so the upstream records every request it receives.
@@ -11,6 +11,7 @@ mod client;
 pub mod fuzz_corpus;
 pub mod mcp;
 mod raw;
+mod redis;
 mod temp;
 mod upstream;
 
@@ -18,9 +19,9 @@ pub use client::{
     Collected, SseStream, TestClient, collect, next_sse_message, sse_data, sse_messages,
     take_sse_event,
 };
-pub use raw::{
-    Dechunked, RawResponse, dechunk, parse_head, raw_post, raw_request, try_raw_request,
-};
+pub use raw::{Dechunked, RawResponse, dechunk, parse_head, raw_post, raw_request};
+pub use raw::try_raw_request;
+pub use redis::RedisServer;
 pub use temp::TempFile;
 pub use upstream::{RecordedRequest, RecordingUpstream, Reply};
 

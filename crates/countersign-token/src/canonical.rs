@@ -22,6 +22,7 @@
 //! this module fail to compile rather than silently hash rounded numbers if it is ever lost.
 
 use base64::Engine as _;
+use countersign_jsonrpc::RawJson;
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
@@ -119,37 +120,71 @@ enum Segment<'a> {
 /// integers are *not* refused here (they canonicalize to their nearest double, as RFC 8785
 /// requires); [`arguments_hash`] refuses them via [`check_safe_numbers`].
 pub fn canonicalize(value: &Value) -> Result<Vec<u8>, CanonicalError> {
-    let mut writer = Writer::new(false);
+    let mut writer = Writer::new(false, Sink::Buffer);
     writer.value(value, 0)?;
     Ok(writer.out)
 }
 
+/// Where canonical bytes go: kept, or streamed into a hash in bounded pieces.
+enum Sink {
+    Buffer,
+    Hash(Sha256),
+}
+
+/// Bytes gathered before they are handed to the hash.
+const HASH_CHUNK: usize = 64 * 1024;
+
 /// One pass over a value, writing its canonical form.
 struct Writer {
     out: Vec<u8>,
+    sink: Sink,
     /// Also apply [`check_safe_numbers`] while writing, so hashing arguments walks them once.
     safe_numbers_only: bool,
 }
 
 impl Writer {
-    fn new(safe_numbers_only: bool) -> Self {
+    fn new(safe_numbers_only: bool, sink: Sink) -> Self {
         Self {
             out: Vec::with_capacity(512),
+            sink,
             safe_numbers_only,
         }
     }
 
-    fn value(&mut self, value: &Value, depth: usize) -> Result<(), CanonicalError> {
-        match value {
-            Value::Null => self.out.extend_from_slice(b"null"),
-            Value::Bool(true) => self.out.extend_from_slice(b"true"),
-            Value::Bool(false) => self.out.extend_from_slice(b"false"),
-            Value::Number(n) => self.number(n.as_str())?,
-            Value::String(s) => write_string(&mut self.out, s),
-            Value::Array(items) => {
+    fn hash(safe_numbers_only: bool) -> Self {
+        Self::new(safe_numbers_only, Sink::Hash(Sha256::new()))
+    }
+
+    fn spill(&mut self) {
+        if let Sink::Hash(hasher) = &mut self.sink
+            && self.out.len() >= HASH_CHUNK
+        {
+            hasher.update(&self.out);
+            self.out.clear();
+        }
+    }
+
+    fn digest(mut self) -> String {
+        match &mut self.sink {
+            Sink::Hash(hasher) => {
+                hasher.update(&self.out);
+                B64URL.encode(hasher.clone().finalize())
+            }
+            Sink::Buffer => sha256_b64url(&self.out),
+        }
+    }
+
+    fn value<J: Walk>(&mut self, value: J, depth: usize) -> Result<(), CanonicalError> {
+        match value.shape() {
+            Shape::Null => self.out.extend_from_slice(b"null"),
+            Shape::Bool(true) => self.out.extend_from_slice(b"true"),
+            Shape::Bool(false) => self.out.extend_from_slice(b"false"),
+            Shape::Number(n) => self.number(&n)?,
+            Shape::String(s) => write_string(&mut self.out, &s),
+            Shape::Array(items) => {
                 check_depth(depth)?;
                 self.out.push(b'[');
-                for (index, item) in items.iter().enumerate() {
+                for (index, item) in items.enumerate() {
                     if index > 0 {
                         self.out.push(b',');
                     }
@@ -158,16 +193,20 @@ impl Writer {
                 }
                 self.out.push(b']');
             }
-            Value::Object(map) => self.object(map, depth)?,
+            Shape::Object(members) => {
+                drop(members);
+                self.object(&value, depth)?;
+            }
         }
+        self.spill();
         Ok(())
     }
 
-    fn object(&mut self, map: &Map<String, Value>, depth: usize) -> Result<(), CanonicalError> {
+    fn object<J: Walk>(&mut self, object: &J, depth: usize) -> Result<(), CanonicalError> {
         check_depth(depth)?;
         self.out.push(b'{');
         let mut first = true;
-        for (key, item) in sorted_entries(map) {
+        object.for_each_sorted(&mut |key, item| {
             if !first {
                 self.out.push(b',');
             }
@@ -175,8 +214,8 @@ impl Writer {
             write_string(&mut self.out, key);
             self.out.push(b':');
             self.value(item, depth + 1)
-                .map_err(|e| e.within(Segment::Key(key)))?;
-        }
+                .map_err(|e| e.within(Segment::Key(key)))
+        })?;
         self.out.push(b'}');
         Ok(())
     }
@@ -219,21 +258,6 @@ fn check_depth(depth: usize) -> Result<(), CanonicalError> {
         });
     }
     Ok(())
-}
-
-/// RFC 8785 §3.2.3: keys sort by their UTF-16 code units, not by code points or UTF-8 bytes;
-/// the two orders differ for supplementary-plane characters versus U+E000..U+FFFF.
-fn sorted_entries(map: &Map<String, Value>) -> Vec<(&String, &Value)> {
-    let mut entries: Vec<_> = map.iter().collect();
-    entries.sort_by(|(a, _), (b, _)| {
-        // ASCII-only keys (the common case) order the same in every encoding.
-        if a.is_ascii() && b.is_ascii() {
-            a.as_bytes().cmp(b.as_bytes())
-        } else {
-            a.encode_utf16().cmp(b.encode_utf16())
-        }
-    });
-    entries
 }
 
 /// RFC 8785 §3.2.2.2: only `"` and `\` and the C0 controls are escaped, the controls with the
@@ -351,29 +375,34 @@ pub fn check_safe_numbers(value: &Value) -> Result<(), CanonicalError> {
     check_safe(value, 0)
 }
 
-fn check_safe(value: &Value, depth: usize) -> Result<(), CanonicalError> {
-    match value {
-        Value::Null | Value::Bool(_) | Value::String(_) => Ok(()),
-        Value::Number(n) if is_small_integer(n.as_str()) => Ok(()),
-        Value::Number(n) => {
-            if number_value(n.as_str())?.abs() > MAX_SAFE_INTEGER {
+/// [`check_safe_numbers`] of a value kept as raw text.
+pub fn check_safe_numbers_raw(value: &RawJson) -> Result<(), CanonicalError> {
+    check_safe(value.clone(), 0)
+}
+
+fn check_safe<J: Walk>(value: J, depth: usize) -> Result<(), CanonicalError> {
+    match value.shape() {
+        Shape::Null | Shape::Bool(_) | Shape::String(_) => Ok(()),
+        Shape::Number(n) if is_small_integer(&n) => Ok(()),
+        Shape::Number(n) => {
+            if number_value(&n)?.abs() > MAX_SAFE_INTEGER {
                 return Err(CanonicalError::UnsafeInteger {
                     path: String::new(),
                 });
             }
             Ok(())
         }
-        Value::Array(items) => {
+        Shape::Array(items) => {
             check_depth(depth)?;
-            for (index, item) in items.iter().enumerate() {
+            for (index, item) in items.enumerate() {
                 check_safe(item, depth + 1).map_err(|e| e.within(Segment::Index(index)))?;
             }
             Ok(())
         }
-        Value::Object(map) => {
+        Shape::Object(members) => {
             check_depth(depth)?;
-            for (key, item) in map {
-                check_safe(item, depth + 1).map_err(|e| e.within(Segment::Key(key)))?;
+            for (key, item) in members {
+                check_safe(item, depth + 1).map_err(|e| e.within(Segment::Key(&key)))?;
             }
             Ok(())
         }
@@ -430,21 +459,40 @@ fn normalize(value: &mut Value, depth: usize) -> Result<(), CanonicalError> {
 /// - Unsafe numbers are refused ([`check_safe_numbers`]): docs/confirmation-token.md refuses them in the
 ///   arguments of every call that needs confirmation, and those are exactly the hashed ones.
 pub fn arguments_hash(arguments: &Value) -> Result<String, CanonicalError> {
-    let mut writer = Writer::new(true);
+    let mut writer = Writer::hash(true);
     match arguments {
         Value::Null => writer.out.extend_from_slice(b"{}"),
         other => writer.value(other, 0)?,
     }
-    Ok(sha256_b64url(&writer.out))
+    Ok(writer.digest())
+}
+
+/// [`arguments_hash`] of arguments kept as raw text; the canonical form is streamed into the
+/// hash, never held whole.
+pub fn arguments_hash_raw(arguments: Option<&RawJson>) -> Result<String, CanonicalError> {
+    let mut writer = Writer::hash(true);
+    match arguments {
+        None => writer.out.extend_from_slice(b"{}"),
+        Some(raw) if raw.is_null() => writer.out.extend_from_slice(b"{}"),
+        Some(raw) => writer.value(raw.clone(), 0)?,
+    }
+    Ok(writer.digest())
 }
 
 /// The `ph` claim: base64url SHA-256 over the canonical form of the call's other params that
 /// can change what runs (a task request, `_meta` keys an upstream acts on). The caller picks
 /// the members; unsafe numbers are refused as in [`arguments_hash`].
 pub fn params_hash(bound: &Value) -> Result<String, CanonicalError> {
-    let mut writer = Writer::new(true);
+    let mut writer = Writer::hash(true);
     writer.value(bound, 0)?;
-    Ok(sha256_b64url(&writer.out))
+    Ok(writer.digest())
+}
+
+/// [`params_hash`] of bound params kept as raw text.
+pub fn params_hash_raw(bound: &RawJson) -> Result<String, CanonicalError> {
+    let mut writer = Writer::hash(true);
+    writer.value(bound.clone(), 0)?;
+    Ok(writer.digest())
 }
 
 /// The `tdh` claim and the pinned-catalog fingerprint: base64url SHA-256 over the canonical
@@ -488,5 +536,10 @@ fn sha256_b64url(bytes: &[u8]) -> String {
     B64URL.encode(Sha256::digest(bytes))
 }
 
+mod normalize_raw;
 #[cfg(test)]
 mod tests;
+mod walk;
+
+pub use normalize_raw::normalize_numbers_raw;
+use walk::{Shape, Walk};

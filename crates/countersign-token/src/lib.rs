@@ -18,8 +18,9 @@ pub mod fuzzing;
 pub mod token;
 
 pub use canonical::{
-    CanonicalError, arguments_hash, canonical_number, canonicalize, check_safe_numbers,
-    definition_hash, normalize_numbers, params_hash,
+    CanonicalError, arguments_hash, arguments_hash_raw, canonical_number, canonicalize,
+    check_safe_numbers, check_safe_numbers_raw, definition_hash, normalize_numbers,
+    normalize_numbers_raw, params_hash, params_hash_raw,
 };
 pub use token::{
     Claims, Expectation, Header, Keyring, KeyringError, TokenRejection, VerifyRules, check_binding,

@@ -152,9 +152,13 @@ fn protocol_version_is_read_from_params_meta() {
     let req = request(
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}"#,
     );
-    assert_eq!(request_protocol_version(&req), Some("2026-07-28"));
+    assert_eq!(
+        request_protocol_version(&req).as_deref(),
+        Some("2026-07-28")
+    );
     let caps = request_client_capabilities(&req).expect("capabilities object");
-    assert!(caps.contains_key("elicitation"));
+    assert!(caps.get("elicitation").is_some());
+    assert_eq!(caps.as_bytes(), br#"{"elicitation":{}}"#);
 }
 
 #[test]
@@ -179,14 +183,22 @@ fn expected_mcp_name_follows_the_method() {
     let call = request(
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_weather","uri":"x"}}"#,
     );
-    assert_eq!(expected_mcp_name(&call), Some("get_weather"));
+    assert_eq!(expected_mcp_name(&call).as_deref(), Some("get_weather"));
     let prompt =
         request(r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"greet"}}"#);
-    assert_eq!(expected_mcp_name(&prompt), Some("greet"));
+    assert_eq!(expected_mcp_name(&prompt).as_deref(), Some("greet"));
     let read = request(
         r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a","name":"n"}}"#,
     );
-    assert_eq!(expected_mcp_name(&read), Some("file:///a"));
+    assert_eq!(expected_mcp_name(&read).as_deref(), Some("file:///a"));
+    // The header mirrors the unescaped value.
+    let escaped = request(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get\u005fweather\/x"}}"#,
+    );
+    assert_eq!(
+        expected_mcp_name(&escaped).as_deref(),
+        Some("get_weather/x")
+    );
 }
 
 #[test]

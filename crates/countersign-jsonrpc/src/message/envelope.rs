@@ -1,13 +1,14 @@
 //! The envelope rules: turning a strictly parsed JSON value into a [`Payload`] or [`Message`],
 //! or refusing it with an [`EnvelopeError`].
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{
     ErrorObject, INVALID_REQUEST, JSONRPC_VERSION, MAX_METHOD_BYTES, MAX_STRING_ID_BYTES, Message,
     Notification, Payload, Request, RequestId, Response, canonical_i64,
 };
-use crate::strict;
+use crate::fold;
+use crate::raw::{Kind, RawJson};
 
 /// Why a well-formed JSON value is not an acceptable JSON-RPC message. Every variant maps to
 /// JSON-RPC `-32600` (Invalid Request).
@@ -129,23 +130,20 @@ pub fn validate_method(method: &str) -> Result<(), EnvelopeError> {
     Ok(())
 }
 
-fn check_folds(map: &Map<String, Value>) -> Result<(), EnvelopeError> {
-    match strict::fold_collision(map) {
-        Some((first, second)) => Err(EnvelopeError::KeyCollision {
-            first: first.to_owned(),
-            second: second.to_owned(),
-        }),
+fn check_folds(object: &RawJson) -> Result<(), EnvelopeError> {
+    match fold::fold_collision(object) {
+        Some((first, second)) => Err(EnvelopeError::KeyCollision { first, second }),
         None => Ok(()),
     }
 }
 
-fn validate_params(params: Option<Value>) -> Result<Option<Map<String, Value>>, EnvelopeError> {
+fn validate_params(params: Option<RawJson>) -> Result<Option<RawJson>, EnvelopeError> {
     match params {
         None => Ok(None),
-        Some(Value::Object(map)) => {
+        Some(map) if map.is_object() => {
             check_folds(&map)?;
-            if let Some(Value::Object(meta)) = map.get("_meta") {
-                check_folds(meta)?;
+            if let Some(meta) = map.get("_meta") {
+                check_folds(&meta)?;
             }
             Ok(Some(map))
         }
@@ -156,27 +154,34 @@ fn validate_params(params: Option<Value>) -> Result<Option<Map<String, Value>>, 
 impl RequestId {
     /// Validates an id value taken from a message.
     pub fn from_value(value: &Value) -> Result<RequestId, EnvelopeError> {
-        match value {
-            Value::Number(n) => {
-                canonical_i64(n)
+        Self::from_raw(&RawJson::from_value(value))
+    }
+
+    /// Validates an id taken from a message.
+    pub fn from_raw(value: &RawJson) -> Result<RequestId, EnvelopeError> {
+        match value.kind() {
+            Kind::Number => {
+                let text = value.as_text();
+                canonical_i64(text)
                     .map(RequestId::Number)
                     .ok_or(EnvelopeError::InvalidId {
                         reason: "number ids must be integers that fit in 64 bits",
                     })
             }
-            Value::String(s) => {
+            Kind::String => {
+                let s = value.as_str().unwrap_or_default();
                 if s.len() > MAX_STRING_ID_BYTES {
                     Err(EnvelopeError::IdTooLong {
                         max: MAX_STRING_ID_BYTES,
                     })
                 } else {
-                    Ok(RequestId::String(s.clone()))
+                    Ok(RequestId::String(s.into_owned()))
                 }
             }
-            Value::Null => Err(EnvelopeError::InvalidId {
+            Kind::Null => Err(EnvelopeError::InvalidId {
                 reason: "id must not be null",
             }),
-            Value::Bool(_) | Value::Array(_) | Value::Object(_) => Err(EnvelopeError::InvalidId {
+            Kind::Bool | Kind::Array | Kind::Object => Err(EnvelopeError::InvalidId {
                 reason: "id must be an integer or a string",
             }),
         }
@@ -184,24 +189,28 @@ impl RequestId {
 }
 
 impl ErrorObject {
-    fn from_value(value: Value) -> Result<ErrorObject, EnvelopeError> {
-        let Value::Object(members) = value else {
+    fn from_raw(value: &RawJson) -> Result<ErrorObject, EnvelopeError> {
+        let Some(members) = value.members() else {
             return Err(EnvelopeError::InvalidErrorObject {
                 reason: "error must be an object",
             });
         };
         let (mut code, mut message, mut data) = (None, None, None);
         for (key, value) in members {
-            match key.as_str() {
+            match &*key {
                 "code" => code = Some(value),
                 "message" => message = Some(value),
                 "data" => data = Some(value),
-                _ => return Err(EnvelopeError::UnknownMember { key }),
+                _ => {
+                    return Err(EnvelopeError::UnknownMember {
+                        key: key.into_owned(),
+                    });
+                }
             }
         }
         let code = match code {
-            Some(Value::Number(n)) => {
-                canonical_i64(&n).ok_or(EnvelopeError::InvalidErrorObject {
+            Some(n) if n.kind() == Kind::Number => {
+                canonical_i64(n.as_text()).ok_or(EnvelopeError::InvalidErrorObject {
                     reason: "error code must be an integer that fits in 64 bits",
                 })?
             }
@@ -216,9 +225,9 @@ impl ErrorObject {
                 });
             }
         };
-        let message = match message {
-            Some(Value::String(s)) => s,
-            Some(_) => {
+        let message = match message.as_ref().and_then(RawJson::as_str) {
+            Some(s) => s.into_owned(),
+            None if message.is_some() => {
                 return Err(EnvelopeError::InvalidErrorObject {
                     reason: "error message must be a string",
                 });
@@ -240,30 +249,40 @@ impl ErrorObject {
 impl Message {
     /// Validates one message value against the envelope rules.
     pub fn from_value(value: Value) -> Result<Message, EnvelopeError> {
-        let Value::Object(members) = value else {
+        Self::from_raw(&RawJson::from_value(&value))
+    }
+
+    /// Validates one strictly parsed message against the envelope rules. The message keeps
+    /// slices of `raw`.
+    pub fn from_raw(raw: &RawJson) -> Result<Message, EnvelopeError> {
+        let Some(members) = raw.members() else {
             return Err(EnvelopeError::NotAnObject);
         };
         // Before the whitelist, so `Method` next to `method` is reported as the collision it is.
-        check_folds(&members)?;
+        check_folds(raw)?;
 
         let (mut version, mut id, mut method, mut params, mut result, mut error) =
             (None, None, None, None, None, None);
         for (key, value) in members {
-            let slot = match key.as_str() {
+            let slot = match &*key {
                 "jsonrpc" => &mut version,
                 "id" => &mut id,
                 "method" => &mut method,
                 "params" => &mut params,
                 "result" => &mut result,
                 "error" => &mut error,
-                _ => return Err(EnvelopeError::UnknownMember { key }),
+                _ => {
+                    return Err(EnvelopeError::UnknownMember {
+                        key: key.into_owned(),
+                    });
+                }
             };
             *slot = Some(value);
         }
 
-        match version {
+        match version.as_ref().map(|v| v.as_str()) {
             None => return Err(EnvelopeError::MissingVersion),
-            Some(Value::String(v)) if v == JSONRPC_VERSION => {}
+            Some(Some(v)) if v == JSONRPC_VERSION => {}
             Some(_) => return Err(EnvelopeError::InvalidVersion),
         }
 
@@ -271,15 +290,16 @@ impl Message {
             if result.is_some() || error.is_some() {
                 return Err(EnvelopeError::AmbiguousMessage);
             }
-            let Value::String(method) = method else {
+            let Some(method) = method.as_str() else {
                 return Err(EnvelopeError::MethodNotString);
             };
             validate_method(&method)?;
+            let method = method.into_owned();
             let params = validate_params(params)?;
             // Presence, not value, decides: `"id": null` is a broken request, not a notification.
             return Ok(match id {
                 Some(id) => Message::Request(Request {
-                    id: RequestId::from_value(&id)?,
+                    id: RequestId::from_raw(&id)?,
                     method,
                     params,
                 }),
@@ -297,12 +317,13 @@ impl Message {
             (Some(_), Some(_)) => return Err(EnvelopeError::ResultAndError),
             (None, None) => return Err(EnvelopeError::MissingMethod),
             (Some(result), None) => Ok(result),
-            (None, Some(error)) => Err(ErrorObject::from_value(error)?),
+            (None, Some(error)) => Err(ErrorObject::from_raw(&error)?),
         };
         let id = match (id, &outcome) {
-            (Some(Value::Null) | None, Err(_)) => None,
+            (None, Err(_)) => None,
+            (Some(id), Err(_)) if id.is_null() => None,
             (None, Ok(_)) => return Err(EnvelopeError::MissingResponseId),
-            (Some(id), _) => Some(RequestId::from_value(&id)?),
+            (Some(id), _) => Some(RequestId::from_raw(&id)?),
         };
         Ok(Message::Response(Response { id, outcome }))
     }
@@ -311,25 +332,32 @@ impl Message {
 impl Payload {
     /// Validates a parsed body: one message object or a non-empty batch of them.
     pub fn from_value(value: Value) -> Result<Payload, EnvelopeError> {
-        match value {
-            Value::Object(_) => Ok(Payload::Single(Message::from_value(value)?)),
-            Value::Array(items) => {
-                if items.is_empty() {
-                    return Err(EnvelopeError::EmptyBatch);
-                }
-                let messages = items
+        Self::from_raw(&RawJson::from_value(&value))
+    }
+
+    /// Validates a strictly parsed body: one message object or a non-empty batch of them.
+    pub fn from_raw(raw: &RawJson) -> Result<Payload, EnvelopeError> {
+        match raw.kind() {
+            Kind::Object => Ok(Payload::Single(Message::from_raw(raw)?)),
+            Kind::Array => {
+                let messages = raw
+                    .items()
                     .into_iter()
+                    .flatten()
                     .enumerate()
                     .map(|(index, item)| {
-                        Message::from_value(item).map_err(|error| EnvelopeError::InBatch {
+                        Message::from_raw(&item).map_err(|error| EnvelopeError::InBatch {
                             index,
                             error: Box::new(error),
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
+                if messages.is_empty() {
+                    return Err(EnvelopeError::EmptyBatch);
+                }
                 Ok(Payload::Batch(messages))
             }
-            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {
+            Kind::Null | Kind::Bool | Kind::Number | Kind::String => {
                 Err(EnvelopeError::InvalidBody)
             }
         }

@@ -5,6 +5,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
 use super::{ErrorObject, JSONRPC_VERSION, Message, Payload, RequestId, Response};
+use crate::raw::RawJson;
 
 impl ErrorObject {
     /// The error object as a JSON value (`code`, `message`, then `data` when present).
@@ -13,9 +14,21 @@ impl ErrorObject {
         map.insert("code".to_owned(), Value::Number(self.code.into()));
         map.insert("message".to_owned(), Value::String(self.message.clone()));
         if let Some(data) = &self.data {
-            map.insert("data".to_owned(), data.clone());
+            map.insert("data".to_owned(), data.to_value());
         }
         Value::Object(map)
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"code\":");
+        out.extend_from_slice(self.code.to_string().as_bytes());
+        out.extend_from_slice(b",\"message\":");
+        write_json(out, &self.message);
+        if let Some(data) = &self.data {
+            out.extend_from_slice(b",\"data\":");
+            data.write_minified(out);
+        }
+        out.push(b'}');
     }
 }
 
@@ -32,51 +45,75 @@ impl Serialize for ErrorObject {
 }
 
 impl Message {
-    /// The canonical envelope as a JSON value.
+    /// The canonical envelope as a JSON value (builds the whole tree: for tests and small
+    /// messages).
     pub fn to_value(&self) -> Value {
-        let mut map = Map::new();
-        map.insert(
-            "jsonrpc".to_owned(),
-            Value::String(JSONRPC_VERSION.to_owned()),
-        );
-        match self {
-            Message::Request(r) => {
-                map.insert("id".to_owned(), r.id.to_value());
-                map.insert("method".to_owned(), Value::String(r.method.clone()));
-                if let Some(params) = &r.params {
-                    map.insert("params".to_owned(), Value::Object(params.clone()));
-                }
-            }
-            Message::Notification(n) => {
-                map.insert("method".to_owned(), Value::String(n.method.clone()));
-                if let Some(params) = &n.params {
-                    map.insert("params".to_owned(), Value::Object(params.clone()));
-                }
-            }
-            Message::Response(r) => {
-                map.insert(
-                    "id".to_owned(),
-                    r.id.as_ref().map_or(Value::Null, RequestId::to_value),
-                );
-                match &r.outcome {
-                    Ok(result) => map.insert("result".to_owned(), result.clone()),
-                    Err(error) => map.insert("error".to_owned(), error.to_value()),
-                };
-            }
-        }
-        Value::Object(map)
+        serde_json::from_slice(&self.to_vec()).expect("a message serializes to valid json")
     }
 
     /// The canonical envelope, compact: `jsonrpc`, `id`, `method`, `params` for requests and
-    /// notifications; `jsonrpc`, `id`, `result`|`error` for responses.
+    /// notifications; `jsonrpc`, `id`, `result`|`error` for responses. Params and results are
+    /// copied as the exact text that was judged, without the whitespace between its tokens.
     pub fn to_vec(&self) -> Vec<u8> {
-        to_vec(self)
+        let mut out = Vec::with_capacity(self.serialized_len_hint());
+        self.write(&mut out);
+        out
+    }
+
+    fn serialized_len_hint(&self) -> usize {
+        let carried = match self {
+            Message::Request(r) => r.params.as_ref().map_or(0, RawJson::len) + r.method.len(),
+            Message::Notification(n) => n.params.as_ref().map_or(0, RawJson::len) + n.method.len(),
+            Message::Response(r) => match &r.outcome {
+                Ok(result) => result.len(),
+                Err(error) => error.message.len() + error.data.as_ref().map_or(0, RawJson::len),
+            },
+        };
+        carried + 96
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\"");
+        match self {
+            Message::Request(r) => {
+                out.extend_from_slice(b",\"id\":");
+                write_json(out, &r.id);
+                write_method(out, &r.method, r.params.as_ref());
+            }
+            Message::Notification(n) => write_method(out, &n.method, n.params.as_ref()),
+            Message::Response(r) => {
+                out.extend_from_slice(b",\"id\":");
+                match &r.id {
+                    Some(id) => write_json(out, id),
+                    None => out.extend_from_slice(b"null"),
+                }
+                match &r.outcome {
+                    Ok(result) => {
+                        out.extend_from_slice(b",\"result\":");
+                        result.write_minified(out);
+                    }
+                    Err(error) => {
+                        out.extend_from_slice(b",\"error\":");
+                        error.write(out);
+                    }
+                }
+            }
+        }
+        out.push(b'}');
     }
 }
 
-fn to_vec<T: Serialize>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value)
-        .expect("messages hold only string-keyed json values, which always serialize")
+fn write_method(out: &mut Vec<u8>, method: &str, params: Option<&RawJson>) {
+    out.extend_from_slice(b",\"method\":");
+    write_json(out, method);
+    if let Some(params) = params {
+        out.extend_from_slice(b",\"params\":");
+        params.write_minified(out);
+    }
+}
+
+fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    serde_json::to_writer(out, value).expect("ids and strings always serialize");
 }
 
 impl Serialize for Message {
@@ -120,7 +157,18 @@ impl Payload {
     pub fn to_vec(&self) -> Vec<u8> {
         match self {
             Payload::Single(m) => m.to_vec(),
-            Payload::Batch(ms) => to_vec(ms),
+            Payload::Batch(ms) => {
+                let mut out = Vec::with_capacity(ms.iter().map(Message::serialized_len_hint).sum());
+                out.push(b'[');
+                for (i, m) in ms.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    m.write(&mut out);
+                }
+                out.push(b']');
+                out
+            }
         }
     }
 }
@@ -138,7 +186,7 @@ pub fn error_response(
         outcome: Err(ErrorObject {
             code,
             message: message.into(),
-            data,
+            data: data.as_ref().map(RawJson::from_value),
         }),
     })
     .to_vec()

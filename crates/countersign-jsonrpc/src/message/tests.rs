@@ -1,5 +1,5 @@
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 use super::*;
 
@@ -36,7 +36,10 @@ fn request_is_parsed_with_id_method_and_params() {
     };
     assert_eq!(req.id, RequestId::Number(1));
     assert_eq!(req.method, "tools/call");
-    assert_eq!(req.param("name"), Some(&json!("delete_repo")));
+    let name = req.param("name").expect("params.name");
+    assert_eq!(name, json!("delete_repo"));
+    assert_eq!(name.as_bytes(), br#""delete_repo""#);
+    assert_eq!(req.param("missing"), None);
 }
 
 #[test]
@@ -54,7 +57,9 @@ fn result_response_is_parsed() {
         panic!("expected a response");
     };
     assert_eq!(resp.id, Some(RequestId::String("a".into())));
-    assert_eq!(resp.outcome, Ok(json!({"tools": []})));
+    let result = resp.outcome.as_ref().expect("result response");
+    assert_eq!(result, &json!({"tools": []}));
+    assert_eq!(result.as_bytes(), br#"{"tools":[]}"#);
     assert_eq!(m.method(), None);
     assert_eq!(m.id(), Some(&RequestId::String("a".into())));
 }
@@ -88,7 +93,9 @@ fn error_response_keeps_data() {
         panic!("expected a response");
     };
     let err = resp.outcome.expect_err("error response");
-    assert_eq!(err.data, Some(json!({"supported": ["2026-07-28"]})));
+    let data = err.data.expect("error data");
+    assert_eq!(data, json!({"supported": ["2026-07-28"]}));
+    assert_eq!(data.as_bytes(), br#"{"supported":["2026-07-28"]}"#);
 }
 
 #[test]
@@ -649,6 +656,35 @@ fn reserialization_emits_canonical_member_order_without_whitespace() {
 }
 
 #[test]
+fn params_and_results_are_forwarded_minified_with_their_tokens_kept() {
+    // Inside params, results and error data only the whitespace between tokens goes; escapes,
+    // number spellings and whitespace inside strings stay exactly as judged (the strict parse
+    // already refused anything two parsers could read differently).
+    let body = "{ \"method\" : \"tools/call\", \"id\":1, \"jsonrpc\":\"2.0\", \"params\" : { \"name\" : \"a\\u0062 \\t c\",\n\t\"arguments\":[ 1E2 , {\"k\\\" \":\"\\ud83d\\ude00\"} ] } }";
+    assert_eq!(
+        canonical(body),
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"a\\u0062 \\t c\",\"arguments\":[1E2,{\"k\\\" \":\"\\ud83d\\ude00\"}]}}"
+    );
+    let Message::Request(req) = single(body) else {
+        panic!("request");
+    };
+    assert_eq!(
+        req.param("name").expect("name").as_str().as_deref(),
+        Some("ab \t c")
+    );
+    assert_eq!(
+        canonical(r#"{"result" : [ true ,null, " a , b " ] ,"id":1,"jsonrpc":"2.0"}"#),
+        r#"{"jsonrpc":"2.0","id":1,"result":[true,null," a , b "]}"#
+    );
+    assert_eq!(
+        canonical(
+            r#"{"error":{"message":"m","data" : { "a" : 1 } ,"code":2},"id":1,"jsonrpc":"2.0"}"#
+        ),
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":2,"message":"m","data":{"a":1}}}"#
+    );
+}
+
+#[test]
 fn argument_numbers_reserialize_byte_exactly() {
     for n in [
         "9007199254740993",
@@ -668,13 +704,22 @@ fn argument_numbers_reserialize_byte_exactly() {
 
 #[test]
 fn exponent_numbers_keep_their_value_in_a_stable_form() {
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"n":1e2,"m":5E-1}}}"#;
-    let once = canonical(body);
-    assert_eq!(
-        once,
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"n":1e+2,"m":5e-1}}}"#
-    );
-    assert_eq!(canonical(&once), once);
+    // Params are forwarded as the exact text that was judged, so an exponent keeps its
+    // spelling too (serde_json's tree used to rewrite `1e2` as `1e+2`; the value was the same).
+    for body in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"n":1e2,"m":5E-1}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"n":1e+2,"m":5e-1}}}"#,
+    ] {
+        let once = canonical(body);
+        assert_eq!(once, body);
+        assert_eq!(canonical(&once), once);
+        let Message::Request(req) = single(&once) else {
+            panic!("request");
+        };
+        let arguments = req.param("arguments").expect("arguments");
+        assert_eq!(arguments.get("n").and_then(|n| n.as_f64()), Some(100.0));
+        assert_eq!(arguments.get("m").and_then(|m| m.as_f64()), Some(0.5));
+    }
 }
 
 #[test]
@@ -732,10 +777,10 @@ fn arb_id() -> impl Strategy<Value = RequestId> {
     ]
 }
 
-fn arb_params() -> impl Strategy<Value = Option<Map<String, Value>>> {
+fn arb_params() -> impl Strategy<Value = Option<RawJson>> {
     prop::option::of(
         prop::collection::btree_map("[a-z_]{1,8}", arb_value(), 0..6)
-            .prop_map(|m| m.into_iter().collect::<Map<String, Value>>()),
+            .prop_map(|m| RawJson::from(Value::Object(m.into_iter().collect::<Map<_, _>>()))),
     )
 }
 
@@ -747,7 +792,7 @@ fn arb_message() -> impl Strategy<Value = Message> {
             .prop_map(|(method, params)| Message::Notification(Notification { method, params })),
         (arb_id(), arb_value()).prop_map(|(id, result)| Message::Response(Response {
             id: Some(id),
-            outcome: Ok(result)
+            outcome: Ok(RawJson::from(result))
         })),
         (
             prop::option::of(arb_id()),
@@ -760,7 +805,7 @@ fn arb_message() -> impl Strategy<Value = Message> {
                 outcome: Err(ErrorObject {
                     code,
                     message,
-                    data
+                    data: data.map(RawJson::from)
                 })
             })),
     ]
@@ -791,8 +836,11 @@ proptest! {
     #[test]
     fn arbitrary_bodies_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
         if let Ok(payload) = Payload::parse(&bytes) {
-            let again = Payload::parse(&payload.to_vec()).expect("accepted input reserializes to valid input");
-            prop_assert_eq!(again, payload);
+            let once = payload.to_vec();
+            let again = Payload::parse(&once).expect("accepted input reserializes to valid input");
+            prop_assert_eq!(again.to_vec(), once);
         }
+        // Also: the re-parse equals the payload with its params and results minified.
+        crate::fuzzing::check_strict_json(&bytes);
     }
 }

@@ -2,6 +2,8 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::fold::{fold_collision, fold_collision_deep, fold_key};
+use crate::raw::RawJson;
 
 fn parse(s: &str) -> Result<Value, ParseError> {
     parse_strict(s.as_bytes())
@@ -66,11 +68,28 @@ fn distinct_keys_in_sibling_objects_are_fine() {
     assert!(parse(r#"[{"a":1},{"a":2}]"#).is_ok());
 }
 
+fn raw(s: &str) -> RawJson {
+    RawJson::parse_slice(s.as_bytes()).expect("test input must parse")
+}
+
+fn pair(a: &str, b: &str) -> Option<(String, String)> {
+    Some((a.to_owned(), b.to_owned()))
+}
+
+/// An object text with `keys` in order, each mapped to its index.
+fn object_with_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> String {
+    let mut map = serde_json::Map::new();
+    for (i, key) in keys.into_iter().enumerate() {
+        map.insert(key.to_owned(), json!(i));
+    }
+    Value::Object(map).to_string()
+}
+
 #[test]
 fn case_variant_keys_parse_but_are_reported_by_fold_collision() {
-    let value = parse(r#"{"name":"a","Name":"b"}"#).expect("case-variant keys are distinct JSON");
-    let map = value.as_object().expect("object");
-    assert_eq!(fold_collision(map), Some(("name", "Name")));
+    let body = r#"{"name":"a","Name":"b"}"#;
+    assert!(parse(body).is_ok(), "case-variant keys are distinct JSON");
+    assert_eq!(fold_collision(&raw(body)), pair("name", "Name"));
 }
 
 // --- J-4: fold variants ------------------------------------------------------------------
@@ -93,35 +112,90 @@ fn fold_collision_catches_long_s_kelvin_and_nul_variants() {
         ("arguments", "Arguments"),
         ("id", "ID"),
     ] {
-        let mut map = Map::new();
-        map.insert(a.to_owned(), json!(1));
-        map.insert(b.to_owned(), json!(2));
-        assert_eq!(fold_collision(&map), Some((a, b)), "{a} vs {b}");
+        let object = raw(&object_with_keys([a, b]));
+        assert_eq!(fold_collision(&object), pair(a, b), "{a} vs {b}");
     }
+}
+
+#[test]
+fn fold_collision_sees_keys_through_escapes() {
+    // The keys are compared unescaped: `\u004eame` is `Name`, `name\u0000` ends in NUL.
+    assert_eq!(
+        fold_collision(&raw(r#"{"name":1,"\u004eame":2}"#)),
+        pair("name", "Name")
+    );
+    assert_eq!(
+        fold_collision(&raw(r#"{"name":1,"name\u0000":2}"#)),
+        pair("name", "name\u{0}")
+    );
+    assert_eq!(
+        fold_collision(&raw(r#"{"param\u017f":1,"params":2}"#)),
+        pair("paramſ", "params")
+    );
 }
 
 #[test]
 fn fold_collision_is_none_for_distinct_keys() {
-    let value = json!({"name": 1, "arguments": 2, "_meta": 3, "protocolVersion": 4});
-    assert_eq!(fold_collision(value.as_object().expect("object")), None);
+    let object = raw(r#"{"name": 1, "arguments": 2, "_meta": 3, "protocolVersion": 4}"#);
+    assert_eq!(fold_collision(&object), None);
+}
+
+#[test]
+fn fold_collision_is_none_for_non_objects() {
+    for body in ["[]", r#"["a","A"]"#, r#""Name""#, "1", "null"] {
+        assert_eq!(fold_collision(&raw(body)), None, "{body}");
+    }
 }
 
 #[test]
 fn fold_collision_handles_many_keys() {
-    let mut map = Map::new();
-    for i in 0..40 {
-        map.insert(format!("key{i}"), json!(i));
+    let keys: Vec<String> = (0..40).map(|i| format!("key{i}")).collect();
+    let mut all: Vec<&str> = keys.iter().map(String::as_str).collect();
+    assert_eq!(fold_collision(&raw(&object_with_keys(all.clone()))), None);
+    all.push("KEY7");
+    assert_eq!(
+        fold_collision(&raw(&object_with_keys(all))),
+        pair("key7", "KEY7")
+    );
+}
+
+#[test]
+fn fold_collision_past_sixteen_keys_is_exact() {
+    // Keys with capitals take the folding path (lowercase ASCII keys short-cut it), and more
+    // than 16 of them take the hashed path.
+    let keys: Vec<String> = (0..300).map(|i| format!("Key{i}")).collect();
+    let mut all: Vec<&str> = keys.iter().map(String::as_str).collect();
+    assert!(all.len() > 16);
+    assert_eq!(fold_collision(&raw(&object_with_keys(all.clone()))), None);
+    // A pair far apart, with a NUL and a long s in the way.
+    all.insert(3, "paramſ");
+    all.push("\u{212A}ey250\u{0}");
+    all.push("PARAMS");
+    assert_eq!(
+        fold_collision(&raw(&object_with_keys(all))),
+        pair("Key250", "\u{212A}ey250\u{0}")
+    );
+    // Exactly 17 keys, the colliding pair at both ends, written with escapes.
+    let mut body = String::from(r#"{"N\u0061me":0"#);
+    for i in 1..16 {
+        body.push_str(&format!(r#","k{i}":{i}"#));
     }
-    assert_eq!(fold_collision(&map), None);
-    map.insert("KEY7".to_owned(), json!(0));
-    assert_eq!(fold_collision(&map), Some(("key7", "KEY7")));
+    body.push_str(r#","nAME":16}"#);
+    let object = raw(&body);
+    assert_eq!(object.members().expect("object").count(), 17);
+    assert_eq!(fold_collision(&object), pair("Name", "nAME"));
 }
 
 #[test]
 fn fold_collision_deep_finds_nested_shadow_keys() {
-    let value = json!({"arguments": {"list": [{"path": "/tmp", "Path": "/etc"}]}});
-    assert_eq!(fold_collision_deep(&value), Some(("path", "Path")));
-    assert_eq!(fold_collision_deep(&json!({"a": [{"b": 1}]})), None);
+    let value = raw(r#"{"arguments": {"list": [{"path": "/tmp", "Path": "/etc"}]}}"#);
+    assert_eq!(fold_collision_deep(&value), pair("path", "Path"));
+    assert_eq!(fold_collision_deep(&raw(r#"{"a": [{"b": 1}]}"#)), None);
+    assert_eq!(
+        fold_collision_deep(&raw(r#"[[{"x":{"K":1,"k":2}}]]"#)),
+        pair("K", "k")
+    );
+    assert_eq!(fold_collision_deep(&raw(r#"{"A":1,"b":{"a":2}}"#)), None);
 }
 
 // --- J-5: BOM, encodings, invalid UTF-8 -------------------------------------------------

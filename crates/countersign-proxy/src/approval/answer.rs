@@ -1,9 +1,12 @@
 //! The gateway's own answers to requests it does not forward.
 
 use bytes::Bytes;
-use countersign_jsonrpc::message::{RequestId, error_response};
+use countersign_jsonrpc::RawJson;
+use countersign_jsonrpc::message::{
+    Message, RequestId, Response as JsonRpcResponse, error_response,
+};
 use http::{HeaderValue, Response, StatusCode, header};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::body::{ResponseBody, empty, full};
 use crate::error::ProxyError;
@@ -32,8 +35,9 @@ impl Asked {
 /// An answer the approval layer gives itself.
 #[derive(Debug)]
 pub(super) enum Answer {
-    /// A JSON-RPC result (a held or refused `CallToolResult`, an `input_required`).
-    Result(Value),
+    /// A JSON-RPC result (a held or refused `CallToolResult`, an `input_required`), as text
+    /// that may carry the client's own arguments spliced in.
+    Result(RawJson),
     /// A JSON-RPC error, with its HTTP status.
     Error {
         status: StatusCode,
@@ -65,12 +69,14 @@ impl Answer {
                 return response;
             }
             Answer::Result(mut result) => {
-                if let (true, Value::Object(map)) = (asked.stateless, &mut result) {
-                    map.entry("resultType")
-                        .or_insert_with(|| Value::String("complete".into()));
+                if asked.stateless && result.is_object() && result.get("resultType").is_none() {
+                    result = result.with_member("resultType", &RawJson::string("complete"));
                 }
-                let id = asked.id.as_ref().map_or(Value::Null, RequestId::to_value);
-                let body = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+                let body = Message::Response(JsonRpcResponse {
+                    id: asked.id.clone(),
+                    outcome: Ok(result),
+                })
+                .to_vec();
                 (StatusCode::OK, Bytes::from(body))
             }
             Answer::Error {

@@ -28,7 +28,7 @@ pub(super) fn pick(gated: &Gated, call: &Request) -> Option<Channel> {
             .as_ref()
             .and_then(|p| p.get("_meta"))
             .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
-            .is_some_and(declares_form_elicitation);
+            .is_some_and(|c| declares_form_elicitation(&c));
         declared.then_some(Channel::InputRequired)
     } else {
         // Elicitation exists from 2025-06-18 on; such clients send the negotiated version on

@@ -1,6 +1,7 @@
 //! Everything known about one gated call while the approval layer decides it, and the answers,
 //! claims and audit lines built from it.
 
+use countersign_jsonrpc::RawJson;
 use std::sync::Arc;
 
 use countersign_jsonrpc::mcp::ProtocolVersion;
@@ -72,7 +73,7 @@ impl Gated {
     }
 
     /// The gateway's `elicitation/create` params for this call.
-    pub(super) fn question(&self, arguments: &Value, preview: Option<&str>) -> Value {
+    pub(super) fn question(&self, arguments: &RawJson, preview: Option<&str>) -> Value {
         elicitation_params(&Question {
             tool: self.target(),
             upstream: self.upstream(),
@@ -120,7 +121,7 @@ impl Gated {
                 Answer::Result(results::refused(&refusal, self.has_output_schema()))
             }
             Method::PromptsGet | Method::ResourcesRead => {
-                let result = results::refused(&refusal, true);
+                let result = results::refused(&refusal, true).to_value();
                 Answer::Error {
                     status: StatusCode::OK,
                     code: REFUSED_ERROR_CODE,
@@ -295,6 +296,10 @@ impl Subject<'_> {
     ) {
         let settings = &self.approvals.settings;
         let decision = &self.judged.decision;
+        let arguments = settings
+            .audit
+            .include_arguments()
+            .then(|| self.judged.call.arguments.minified());
         settings.audit.record(&AuditRecord {
             ts: timestamp(settings.clock.wall()),
             event,
@@ -311,10 +316,7 @@ impl Subject<'_> {
             args_hash,
             outcome,
             latency_ms: None,
-            arguments: settings
-                .audit
-                .include_arguments()
-                .then_some(&self.judged.call.arguments),
+            arguments: arguments.as_ref(),
         });
     }
 }

@@ -10,12 +10,12 @@
 //! (possibly to another replica) under the session and the question id; a cancellation, which
 //! names only the call's id, under the session and the call id.
 
+use countersign_jsonrpc::{ObjectWriter, RawJson};
 use std::convert::Infallible;
 
 use bytes::Bytes;
 use countersign_jsonrpc::message::{Message, Notification, Request, RequestId, Response};
 use countersign_jsonrpc::sse::SseEvent;
-use countersign_jsonrpc::strict::parse_strict;
 use countersign_policy::Principal;
 use futures_util::FutureExt as _;
 use http::{HeaderMap, HeaderValue, header};
@@ -56,7 +56,7 @@ pub(super) struct PendingQuestion {
 pub(super) fn ask(
     gated: &Gated,
     call: Request,
-    arguments: &Value,
+    arguments: &RawJson,
     ah: String,
     preview: Option<&str>,
 ) -> Verdict {
@@ -338,7 +338,7 @@ fn judge(
             principal: from,
             response,
         }) if answered == question_id && from == principal => match response.get("result") {
-            Some(result) if approves(result) => Settled::Approved,
+            Some(result) if approves(&result) => Settled::Approved,
             Some(_) => Settled::Refused(RefusalCode::NotApproved, "rejected:not_approved"),
             None => Settled::Refused(
                 RefusalCode::NotApproved,
@@ -381,7 +381,8 @@ pub(super) async fn take_answer(
     let bytes = Settlement::Answer {
         question_id: id.clone(),
         principal: principal.id.clone(),
-        response: Message::Response(answer).to_value(),
+        response: RawJson::parse_slice(&Message::Response(answer).to_vec())
+            .expect("a serialized message is strictly valid"),
     }
     .encode();
     match approvals.settings.handover.deliver(&key, bytes).await {
@@ -418,7 +419,7 @@ pub(super) async fn cancel(
         .params
         .as_ref()
         .and_then(|p| p.get("requestId"))
-        .and_then(|id| RequestId::from_value(id).ok())
+        .and_then(|id| RequestId::from_raw(&id).ok())
     else {
         return;
     };
@@ -509,7 +510,8 @@ enum Settlement {
     Answer {
         question_id: String,
         principal: String,
-        response: Value,
+        /// Kept as text: the answer is the client's, of any size.
+        response: RawJson,
     },
     /// The client cancelled the held call, or ended its session.
     Cancelled,
@@ -522,22 +524,26 @@ impl Settlement {
                 question_id,
                 principal,
                 response,
-            } => json!({"question": question_id, "principal": principal, "response": response})
-                .to_string()
-                .into_bytes(),
+            } => {
+                let mut out = ObjectWriter::new();
+                out.push("question", &RawJson::string(question_id));
+                out.push("principal", &RawJson::string(principal));
+                out.push("response", response);
+                out.finish().as_bytes().to_vec()
+            }
             Settlement::Cancelled => br#"{"cancelled":true}"#.to_vec(),
         }
     }
 
     fn decode(bytes: &[u8]) -> Option<Settlement> {
-        let value = parse_strict(bytes).ok()?;
-        if value.get("cancelled") == Some(&Value::Bool(true)) {
+        let value = RawJson::parse_slice(bytes).ok()?;
+        if value.get("cancelled").and_then(|c| c.as_bool()) == Some(true) {
             return Some(Settlement::Cancelled);
         }
         Some(Settlement::Answer {
-            question_id: value.get("question")?.as_str()?.to_owned(),
-            principal: value.get("principal")?.as_str()?.to_owned(),
-            response: value.get("response")?.clone(),
+            question_id: value.get("question")?.as_str()?.into_owned(),
+            principal: value.get("principal")?.as_str()?.into_owned(),
+            response: value.get("response")?,
         })
     }
 }

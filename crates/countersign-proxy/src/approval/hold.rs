@@ -3,14 +3,16 @@
 //! preview, and ask.
 
 use countersign_jsonrpc::message::Request;
-use countersign_token::arguments_hash;
+use countersign_token::arguments_hash_raw;
 use tracing::debug;
 
+use super::answer::Answer;
 use super::channel::{self, Channel};
 use super::context::{Gated, Verdict};
 use super::redeem::bound_params_hash;
 use super::refusal::RefusalCode;
 use super::{elicitation, input_required, preview, token};
+use crate::error::ProxyError;
 
 pub(super) async fn hold(gated: &Gated, call: Request) -> Verdict {
     let Some(channel) = channel::pick(gated, &call) else {
@@ -24,11 +26,17 @@ pub(super) async fn hold(gated: &Gated, call: Request) -> Verdict {
         return Verdict::Answer(gated.human_unavailable());
     };
     let arguments = gated.judged.call.arguments_without_token();
-    let (Ok(ah), Ok(ph)) = (arguments_hash(&arguments), bound_params_hash(gated)) else {
+    let (Ok(ah), Ok(ph)) = (
+        arguments_hash_raw(Some(&arguments)),
+        bound_params_hash(gated),
+    ) else {
         debug!("unsafe numbers in risky arguments");
         gated.audit("decision", "rejected:unsafe_arguments", None, None, None);
         return Verdict::Answer(gated.refusal(RefusalCode::UnsafeArguments));
     };
+    if let Err(answer) = admit_hold(gated, channel).await {
+        return Verdict::Answer(answer);
+    }
     let preview = match preview::run(gated, &call, &arguments).await {
         Ok(preview) => preview,
         Err(answer) => return Verdict::Answer(answer),
@@ -41,4 +49,16 @@ pub(super) async fn hold(gated: &Gated, call: Request) -> Verdict {
         }
         Channel::Elicitation => elicitation::ask(gated, call, &arguments, ah, preview),
     }
+}
+
+/// The `held` and `questions` rate limits, checked once a call would really be held and before
+/// its preview runs anything upstream.
+async fn admit_hold(gated: &Gated, channel: Channel) -> Result<(), Answer> {
+    let asks_person = matches!(channel, Channel::Elicitation | Channel::InputRequired);
+    let limits = &gated.approvals.settings.rate_limits;
+    let admission = limits.admit_hold(&gated.principal.id, gated.route.label, asks_person);
+    admission.outcome().await.map_err(|hit| {
+        gated.audit("decision", hit.audit_outcome(), None, None, None);
+        Answer::Refuse(ProxyError::RateLimited(hit))
+    })
 }

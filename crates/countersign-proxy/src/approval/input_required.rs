@@ -6,6 +6,7 @@
 //! wrapped inside a signed `approved` state ([`StateWrap`]), so the retry is forwarded without
 //! asking the person again and the upstream's state comes back byte-exact.
 
+use countersign_jsonrpc::RawJson;
 use std::sync::Arc;
 
 use countersign_jsonrpc::message::Request;
@@ -20,22 +21,25 @@ use crate::wire::APPROVAL_KEY;
 /// Answers with the gateway's question; the signed `requestState` binds it to this exact call.
 pub(super) fn ask(
     gated: &Gated,
-    arguments: &Value,
+    arguments: &RawJson,
     ah: String,
     ph: Option<String>,
     preview: Option<&str>,
 ) -> Answer {
     let (state, _) = gated.issue(ah, ph, channel_name::INPUT_REQUIRED, "asked");
     let question = gated.question(arguments, preview);
-    Answer::Result(json!({
-        "resultType": "input_required",
-        "inputRequests": { APPROVAL_KEY: {"method": "elicitation/create", "params": question} },
-        "requestState": state,
-    }))
+    Answer::Result(
+        json!({
+            "resultType": "input_required",
+            "inputRequests": { APPROVAL_KEY: {"method": "elicitation/create", "params": question} },
+            "requestState": state,
+        })
+        .into(),
+    )
 }
 
 /// The person's answer on a retry, if the retry carries one.
-pub(super) fn answer(call: &Request) -> Option<&Value> {
+pub(super) fn answer(call: &Request) -> Option<RawJson> {
     call.params
         .as_ref()?
         .get("inputResponses")?
@@ -44,11 +48,13 @@ pub(super) fn answer(call: &Request) -> Option<&Value> {
 
 /// The `requestState` a retry presents.
 pub(super) fn request_state(call: &Request) -> Option<String> {
-    call.params
-        .as_ref()?
-        .get("requestState")?
-        .as_str()
-        .map(str::to_owned)
+    Some(
+        call.params
+            .as_ref()?
+            .get("requestState")?
+            .as_str()?
+            .into_owned(),
+    )
 }
 
 /// The bindings of an approved 2026-07-28 call, to mint `approved` states from. Travels in the

@@ -54,6 +54,7 @@ use countersign_token::Keyring;
 
 use crate::audit::AuditSink;
 use crate::clock::Clock;
+use crate::limits::RateLimits;
 use crate::metrics::ProxyMetrics;
 use crate::state::SessionBook;
 
@@ -95,6 +96,8 @@ pub struct ApprovalSettings {
     pub max_event_bytes: usize,
     /// Questions that may wait at once per principal and per session, on this replica.
     pub question_caps: QuestionCaps,
+    /// The rate limits; the approval layer takes `held` and `questions` from them.
+    pub rate_limits: Arc<RateLimits>,
 }
 
 /// Everything the approval layer shares across requests.

@@ -3,10 +3,11 @@
 //! is answered as it is, without asking: there is nothing sound to approve.
 
 use countersign_jsonrpc::mcp::encode_header_value;
-use countersign_jsonrpc::message::{Request, RequestId};
+use countersign_jsonrpc::message::{Message, Request, RequestId};
+use countersign_jsonrpc::{ObjectWriter, RawJson};
 use countersign_policy::Method;
 use http::{HeaderValue, StatusCode};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::answer::Answer;
 use super::context::Gated;
@@ -19,7 +20,7 @@ use crate::wire::{MCP_METHOD, MCP_NAME};
 pub(super) async fn run(
     gated: &Gated,
     call: &Request,
-    arguments: &Value,
+    arguments: &RawJson,
 ) -> Result<Option<String>, Answer> {
     let Some(extra) = gated
         .judged
@@ -34,31 +35,43 @@ pub(super) async fn run(
     if gated.method() != Method::ToolsCall {
         return Ok(None);
     }
-    let mut preview_arguments = arguments.as_object().cloned().unwrap_or_default();
-    preview_arguments.extend(extra.clone());
+    // The call's arguments, the policy's extra ones overriding: spliced as text, in order.
+    let mut preview_arguments = ObjectWriter::with_capacity(arguments.len());
+    for (key, value) in arguments.members().into_iter().flatten() {
+        if !extra.contains_key(key.as_ref()) {
+            preview_arguments.push(&key, &value);
+        }
+    }
+    for (key, value) in extra {
+        preview_arguments.push(key, &value.into());
+    }
     let id = RequestId::String(format!(
         "{REQUEST_ID_PREFIX}preview-{}",
         uuid::Uuid::new_v4()
     ));
-    let mut params = Map::new();
-    params.insert("name".into(), Value::String(gated.target().to_owned()));
-    params.insert("arguments".into(), Value::Object(preview_arguments));
+    let mut params = ObjectWriter::new();
+    params.push("name", &RawJson::string(gated.target()));
+    params.push("arguments", &preview_arguments.finish());
     let mut mirrored = Vec::new();
     if let Some(meta) = stateless_meta(call.params.as_ref()) {
-        params.insert("_meta".into(), Value::Object(meta));
+        params.push("_meta", &meta);
         mirrored.push((MCP_METHOD, HeaderValue::from_static("tools/call")));
         if let Ok(name) = HeaderValue::try_from(encode_header_value(gated.target())) {
             mirrored.push((MCP_NAME, name));
         }
     }
-    let body =
-        json!({"jsonrpc": "2.0", "id": id.to_value(), "method": "tools/call", "params": params});
+    let body = Message::Request(Request {
+        id: id.clone(),
+        method: "tools/call".into(),
+        params: Some(params.finish()),
+    })
+    .to_vec();
     let route = &gated.route;
     let request = upstream_request(
         &route.upstream,
         http::Method::POST,
         &gated.parts.headers,
-        bytes::Bytes::from(body.to_string()),
+        bytes::Bytes::from(body),
         &mirrored,
     );
     let max_event_bytes = gated.approvals.settings.max_event_bytes;
@@ -85,7 +98,7 @@ pub(super) async fn run(
         }
         Ok(Ok(failed)) => {
             gated.audit("outcome", "preview_failed", None, None, None);
-            Err(Answer::Result(Value::Object(failed)))
+            Err(Answer::Result(Value::Object(failed).into()))
         }
         Ok(Err(error)) => {
             gated.audit("outcome", "preview_failed", None, None, None);
@@ -93,7 +106,7 @@ pub(super) async fn run(
                 status: StatusCode::OK,
                 code: error.code,
                 message: error.message,
-                data: error.data.unwrap_or(Value::Null),
+                data: error.data.map_or(Value::Null, |data| data.to_value()),
             })
         }
         Err(error) => Err(Answer::Refuse(error)),

@@ -6,6 +6,7 @@
 //! description — and every character that could hide or reorder what the person reads
 //! (control characters, ANSI escapes, bidi overrides, zero-width characters) is shown escaped.
 
+use countersign_jsonrpc::RawJson;
 use serde_json::{Value, json};
 
 use crate::display::{self, ListingStyle};
@@ -21,7 +22,7 @@ pub(super) struct Question<'a> {
     pub(super) risk: &'a str,
     pub(super) summary: Option<&'a str>,
     /// Canonical arguments, exactly as they will be forwarded.
-    pub(super) arguments: &'a Value,
+    pub(super) arguments: &'a RawJson,
     /// Text of a dry-run preview, when the policy asked for one.
     pub(super) preview: Option<&'a str>,
 }
@@ -69,16 +70,23 @@ fn message(question: &Question<'_>) -> String {
 
 /// Whether an `ElicitResult` approves: `action: "accept"` and `content.approve` exactly `true`.
 /// Decline, cancel, an unticked box, a missing field or anything malformed is a refusal.
-pub(super) fn approves(result: &Value) -> bool {
-    result.get("action").and_then(Value::as_str) == Some("accept")
-        && result.get("content").and_then(|c| c.get("approve")) == Some(&Value::Bool(true))
+pub(super) fn approves(result: &RawJson) -> bool {
+    result
+        .get("action")
+        .and_then(|a| a.as_str().map(|a| a == "accept"))
+        == Some(true)
+        && result
+            .get("content")
+            .and_then(|c| c.get("approve"))
+            .and_then(|a| a.as_bool())
+            == Some(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn question(arguments: &Value) -> Question<'_> {
+    fn question(arguments: &RawJson) -> Question<'_> {
         Question {
             tool: "create_order",
             upstream: "store",
@@ -92,8 +100,11 @@ mod tests {
     #[test]
     fn only_an_accepted_ticked_box_approves() {
         assert!(approves(
-            &json!({"action": "accept", "content": {"approve": true}})
+            &json!({"action": "accept", "content": {"approve": true}}).into()
         ));
+        // As a client may write it.
+        let spaced = br#"{ "action" : "acc\u0065pt" , "content" : { "approve" : true } }"#;
+        assert!(approves(&RawJson::parse_slice(spaced).expect("json")));
         for refusal in [
             json!({"action": "accept", "content": {"approve": false}}),
             json!({"action": "accept", "content": {"approve": "true"}}),
@@ -103,13 +114,14 @@ mod tests {
             json!({"action": "cancel", "content": {"approve": true}}),
             json!({}),
         ] {
-            assert!(!approves(&refusal), "{refusal}");
+            assert!(!approves(&RawJson::from(&refusal)), "{refusal}");
         }
     }
 
     #[test]
     fn the_question_shows_arguments_with_hidden_characters_escaped() {
-        let arguments = json!({"to": "bob\u{202e}moc.evil\u{200b}", "note": "\u{1b}[2Jcleared"});
+        let arguments: RawJson =
+            json!({"to": "bob\u{202e}moc.evil\u{200b}", "note": "\u{1b}[2Jcleared"}).into();
         let params = elicitation_params(&question(&arguments));
         let message = params["message"].as_str().expect("message");
         assert!(message.contains("Tool: create_order") && message.contains("Server: store"));
@@ -126,7 +138,7 @@ mod tests {
 
     #[test]
     fn long_arguments_are_cut_visibly() {
-        let arguments = json!({"blob": "x".repeat(10_000)});
+        let arguments: RawJson = json!({"blob": "x".repeat(10_000)}).into();
         let message = elicitation_params(&question(&arguments))["message"]
             .as_str()
             .expect("message")
@@ -137,7 +149,8 @@ mod tests {
 
     #[test]
     fn a_long_argument_cannot_push_another_out_of_sight() {
-        let arguments = json!({"note": "x".repeat(10_000), "to": "mallory\u{2028}@evil"});
+        let arguments: RawJson =
+            json!({"note": "x".repeat(10_000), "to": "mallory\u{2028}@evil"}).into();
         let message = elicitation_params(&question(&arguments))["message"]
             .as_str()
             .expect("message")

@@ -2,14 +2,14 @@
 //! exactly the call it was minted for. Order is fixed: verify the MAC and times → check every
 //! binding against this request → refuse unsafe numbers → spend the `jti` once → forward.
 
+use countersign_jsonrpc::RawJson;
 use countersign_jsonrpc::message::Request;
 use countersign_policy::{Approval, MAX_TOKEN_TTL};
 use countersign_store::Consumption;
 use countersign_token::{
-    Claims, Expectation, VerifyRules, arguments_hash, check_binding, check_safe_numbers,
-    normalize_numbers, params_hash, verify,
+    Claims, Expectation, VerifyRules, arguments_hash_raw, check_binding, check_safe_numbers_raw,
+    normalize_numbers_raw, params_hash_raw, verify,
 };
-use serde_json::Value;
 use tracing::warn;
 
 use super::channel_name;
@@ -41,7 +41,10 @@ pub(super) async fn redeem(
         Err(rejection) => return reject(rejection.into()),
     };
     let arguments = gated.judged.call.arguments_without_token();
-    let (Ok(ah), Ok(ph)) = (arguments_hash(&arguments), bound_params_hash(gated)) else {
+    let (Ok(ah), Ok(ph)) = (
+        arguments_hash_raw(Some(&arguments)),
+        bound_params_hash(gated),
+    ) else {
         return reject(RefusalCode::UnsafeArguments);
     };
     let tdh = gated.definition_hash();
@@ -74,7 +77,7 @@ pub(super) async fn redeem(
             match input_required::answer(&call) {
                 // The retry lacks the answer: ask again rather than fail.
                 None => return super::hold::hold(gated, call).await,
-                Some(answer) if !approves(answer) => {
+                Some(answer) if !approves(&answer) => {
                     // A decline is final: the state is spent, so the same requestState
                     // cannot be retried with a different answer.
                     let outcome = match spend(gated, &claims).await {
@@ -90,7 +93,7 @@ pub(super) async fn redeem(
         (channel_name::INPUT_REQUIRED, channel_name::APPROVED) => Some(claims.st.clone()),
         _ => return reject(RefusalCode::Malformed),
     };
-    if check_safe_numbers(&arguments).is_err() {
+    if check_safe_numbers_raw(&arguments).is_err() {
         return reject(RefusalCode::UnsafeArguments);
     }
     // Last check before forwarding: spend the approval. Any store failure refuses.
@@ -108,7 +111,7 @@ pub(super) async fn redeem(
     if let Some(state) = upstream_state {
         // The upstream gets its own state back byte for byte (or none, if it sent none).
         if let (Some(params), Some(state)) = (forwarded.params.as_mut(), state) {
-            params.insert("requestState".into(), Value::String(state));
+            *params = params.with_member("requestState", &RawJson::string(&state));
         }
     }
     // The upstream must receive exactly what was hashed and shown, not `1.0` where the person
@@ -133,7 +136,7 @@ pub(super) fn bound_params_hash(gated: &Gated) -> Result<Option<String>, ()> {
         .call
         .bound_params
         .as_ref()
-        .map(params_hash)
+        .map(params_hash_raw)
         .transpose()
         .map_err(|_| ())
 }
@@ -163,12 +166,15 @@ async fn spend(gated: &Gated, claims: &Claims) -> Result<(), RefusalCode> {
 }
 
 /// Rewrites the call's argument numbers to their canonical text.
+///
+/// Copies the params only when some number is not already canonical.
 pub(super) fn normalize_call_arguments(call: &mut Request) -> Result<(), ()> {
-    if let Some(Value::Object(args)) = call.params.as_mut().and_then(|p| p.get_mut("arguments")) {
-        let mut value = Value::Object(std::mem::take(args));
-        normalize_numbers(&mut value).map_err(|_| ())?;
-        if let Value::Object(normalized) = value {
-            *args = normalized;
+    if let Some(params) = call.params.as_mut()
+        && let Some(args) = params.get("arguments").filter(RawJson::is_object)
+    {
+        let normalized = normalize_numbers_raw(&args).map_err(|_| ())?;
+        if normalized != args {
+            *params = params.with_member("arguments", &normalized);
         }
     }
     Ok(())

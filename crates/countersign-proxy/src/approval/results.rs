@@ -6,7 +6,8 @@
 //! to do next, and the machine-readable form under `_meta["countersign/confirmation"]` (also as
 //! `structuredContent` when the tool declares no `outputSchema`).
 
-use serde_json::{Map, Value, json};
+use countersign_jsonrpc::{ObjectWriter, RawJson};
+use serde_json::{Value, json};
 
 use super::refusal::RefusalCode;
 use crate::display::{self, ListingStyle};
@@ -15,6 +16,12 @@ use crate::wire::{CONFIRMATION_META, TOKEN_ARGUMENT, TOKEN_META};
 /// About how many characters of arguments the held result's text shows; every top-level key
 /// is shown whatever their size.
 const ARGUMENTS_BUDGET: usize = 2000;
+
+/// Largest arguments (their text, in bytes) the machine-readable part of a held result repeats.
+/// The result carries them four times (`arguments` and `next_action`, in `structuredContent`
+/// and in `_meta`); past this size the client is told to resend its own arguments instead,
+/// so a held call's answer never costs more than a few times its request.
+pub(super) const ECHO_ARGUMENTS_MAX_BYTES: usize = 64 * 1024;
 
 /// Everything a held call's answer states.
 #[derive(Debug)]
@@ -26,26 +33,17 @@ pub(super) struct Held<'a> {
     pub(super) rule: &'a str,
     pub(super) summary: &'a str,
     /// The call's arguments without any token, as the gateway will forward them.
-    pub(super) arguments: &'a Value,
+    pub(super) arguments: &'a RawJson,
     pub(super) expires_in_secs: u64,
     /// Whether the token is offered as an argument (false when the tool has its own
     /// `confirmationToken` argument; then only the `_meta` form works).
     pub(super) token_as_argument: bool,
 }
 
-pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> Value {
+pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> RawJson {
     let arguments_text =
         display::arguments_listing(held.arguments, ListingStyle::Compact, ARGUMENTS_BUDGET);
-    let (next_arguments, next_meta) = if held.token_as_argument {
-        let mut next = held.arguments.as_object().cloned().unwrap_or_default();
-        next.insert(TOKEN_ARGUMENT.into(), Value::String(held.token.to_owned()));
-        (Value::Object(next), None)
-    } else {
-        (
-            held.arguments.clone(),
-            Some(json!({ TOKEN_META: held.token })),
-        )
-    };
+    let echo = held.arguments.len() <= ECHO_ARGUMENTS_MAX_BYTES;
     let how = if held.token_as_argument {
         format!(
             "call {} again with exactly the same arguments plus \"confirmationToken\": \"{}\"",
@@ -58,41 +56,72 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> Value {
             held.tool, held.token
         )
     };
-    let text = format!(
-        "Nothing was executed: this call needs the user's approval first.\n\
-         Tool: {tool} (on {upstream}, risk: {risk}, rule: {rule})\n\
-         What it would do: {summary}\n\
-         Arguments: {arguments_text}\n\n\
-         Show the user the tool and these arguments and ask whether to run it. Only if they \
-         approve, {how}. The token works once and expires in {secs} seconds. If they do not \
+    // Pushed piece by piece rather than `format!`ed, and the listing dropped once copied: with
+    // many keys the listing is the size of the arguments, and each copy of it counts.
+    let mut text = String::with_capacity(arguments_text.len() + how.len() + 512);
+    text.push_str("Nothing was executed: this call needs the user's approval first.\n");
+    text.push_str(&format!(
+        "Tool: {} (on {}, risk: {}, rule: {})\nWhat it would do: {}\nArguments: ",
+        held.tool,
+        held.upstream,
+        held.risk,
+        held.rule,
+        display::escape(held.summary)
+    ));
+    text.push_str(&arguments_text);
+    drop(arguments_text);
+    text.push_str(&format!(
+        "\n\nShow the user the tool and these arguments and ask whether to run it. Only if they \
+         approve, {how}. The token works once and expires in {} seconds. If they do not \
          approve, do not call it again.",
-        tool = held.tool,
-        upstream = held.upstream,
-        risk = held.risk,
-        rule = held.rule,
-        summary = display::escape(held.summary),
-        secs = held.expires_in_secs,
-    );
-    let mut next_action = json!({"tool": held.tool, "arguments": next_arguments});
-    if let Some(meta) = next_meta {
-        next_action["_meta"] = meta;
-    }
-    let machine = json!({
-        "status": "requires_confirmation",
-        "confirmationToken": held.token,
-        "tool": held.tool,
-        "upstream": held.upstream,
-        "risk": held.risk,
-        "rule": held.rule,
-        "summary": held.summary,
-        "arguments": held.arguments,
-        "expiresInSeconds": held.expires_in_secs,
-        "guidance": {
-            "next_action": next_action,
-            "display_hint": "Show the user the tool and arguments; call again only after they approve."
+        held.expires_in_secs
+    ));
+
+    // Written member by member: the arguments are the client's raw text, spliced in, never
+    // rebuilt as a tree.
+    let mut next_action = ObjectWriter::new();
+    next_action.push("tool", &RawJson::string(held.tool));
+    if held.token_as_argument {
+        if echo {
+            let with_token = held
+                .arguments
+                .with_member(TOKEN_ARGUMENT, &RawJson::string(held.token));
+            next_action.push("arguments", &with_token);
         }
-    });
-    call_tool_error(text, machine, has_output_schema)
+    } else {
+        if echo {
+            next_action.push("arguments", held.arguments);
+        }
+        next_action.push("_meta", &json!({ TOKEN_META: held.token }).into());
+    }
+    let mut guidance = ObjectWriter::new();
+    guidance.push("next_action", &next_action.finish());
+    guidance.push(
+        "display_hint",
+        &RawJson::string(
+            "Show the user the tool and arguments; call again only after they approve.",
+        ),
+    );
+    let mut machine = ObjectWriter::new();
+    for (key, value) in [
+        ("status", "requires_confirmation"),
+        ("confirmationToken", held.token),
+        ("tool", held.tool),
+        ("upstream", held.upstream),
+        ("risk", held.risk),
+        ("rule", held.rule),
+        ("summary", held.summary),
+    ] {
+        machine.push(key, &RawJson::string(value));
+    }
+    if echo {
+        machine.push("arguments", held.arguments);
+    } else {
+        machine.push("argumentsOmitted", &Value::Bool(true).into());
+    }
+    machine.push("expiresInSeconds", &json!(held.expires_in_secs).into());
+    machine.push("guidance", &guidance.finish());
+    call_tool_error(text, machine.finish(), has_output_schema)
 }
 
 /// Why a presented confirmation or a call was refused.
@@ -106,7 +135,7 @@ pub(super) struct Refusal<'a> {
     pub(super) rule: Option<&'a str>,
 }
 
-pub(super) fn refused(refusal: &Refusal<'_>, has_output_schema: bool) -> Value {
+pub(super) fn refused(refusal: &Refusal<'_>, has_output_schema: bool) -> RawJson {
     let text = refusal.code.text();
     let mut machine = json!({
         "status": text.status,
@@ -118,23 +147,146 @@ pub(super) fn refused(refusal: &Refusal<'_>, has_output_schema: bool) -> Value {
     if let Some(rule) = refusal.rule {
         machine["rule"] = Value::String(rule.to_owned());
     }
-    call_tool_error(refusal.message.clone(), machine, has_output_schema)
+    call_tool_error(refusal.message.clone(), machine.into(), has_output_schema)
 }
 
-fn call_tool_error(text: String, machine: Value, has_output_schema: bool) -> Value {
-    let mut result = Map::new();
-    result.insert("content".into(), json!([{"type": "text", "text": text}]));
-    result.insert("isError".into(), Value::Bool(true));
+fn call_tool_error(text: String, machine: RawJson, has_output_schema: bool) -> RawJson {
+    let mut block = ObjectWriter::with_capacity(text.len() + 32);
+    block.push("type", &RawJson::string("text"));
+    block.push("text", &RawJson::string(&text));
+    drop(text);
+    let content = RawJson::array([block.finish()]);
+    let mut result = ObjectWriter::with_capacity(content.len() + 2 * machine.len() + 128);
+    result.push("content", &content);
+    drop(content);
+    result.push("isError", &Value::Bool(true).into());
     if !has_output_schema {
-        result.insert("structuredContent".into(), machine.clone());
+        result.push("structuredContent", &machine);
     }
-    result.insert("_meta".into(), json!({ CONFIRMATION_META: machine }));
-    Value::Object(result)
+    let mut meta = ObjectWriter::new();
+    meta.push(CONFIRMATION_META, &machine);
+    result.push("_meta", &meta.finish());
+    result.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The held result for `arguments`, as JSON.
+    fn held_for(arguments: &RawJson, token_as_argument: bool, has_output_schema: bool) -> Value {
+        let result = held(
+            &Held {
+                token: "tok",
+                tool: "create_order",
+                upstream: "store",
+                risk: "write",
+                rule: "default",
+                summary: "Order for ada",
+                arguments,
+                expires_in_secs: 60,
+                token_as_argument,
+            },
+            has_output_schema,
+        );
+        let value = result.to_value();
+        // What the gateway writes is one strictly valid value.
+        assert!(RawJson::parse_slice(result.as_bytes()).is_ok());
+        value
+    }
+
+    #[test]
+    fn a_held_result_states_the_call_and_how_to_retry_it() {
+        // As the client wrote them: spaces, an escape, and a number kept as written.
+        let arguments = RawJson::parse_slice(br#"{ "sku" : "A-1" , "qty" : 2 , "price" : 1.50 }"#)
+            .expect("json");
+        let sent = arguments.to_value();
+        let mut with_token = sent.clone();
+        with_token["confirmationToken"] = json!("tok");
+
+        let result = held_for(&arguments, true, false);
+        assert_eq!(result["isError"], true);
+        let machine = &result["_meta"][CONFIRMATION_META];
+        assert_eq!(result["structuredContent"], *machine);
+        for (key, value) in [
+            ("status", json!("requires_confirmation")),
+            ("confirmationToken", json!("tok")),
+            ("tool", json!("create_order")),
+            ("upstream", json!("store")),
+            ("risk", json!("write")),
+            ("rule", json!("default")),
+            ("summary", json!("Order for ada")),
+            ("arguments", sent.clone()),
+            ("expiresInSeconds", json!(60)),
+        ] {
+            assert_eq!(machine[key], value, "{key}");
+        }
+        assert!(machine.get("argumentsOmitted").is_none());
+        assert_eq!(
+            machine["guidance"]["next_action"],
+            json!({"tool": "create_order", "arguments": with_token})
+        );
+        assert!(machine["guidance"]["display_hint"].is_string());
+        let text = result["content"][0]["text"].as_str().expect("a text block");
+        assert_eq!(result["content"][0]["type"], "text");
+        assert!(text.starts_with("Nothing was executed"), "{text}");
+        assert!(
+            text.contains(r#"Arguments: {"sku":"A-1","qty":2,"price":1.50}"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"plus "confirmationToken": "tok""#),
+            "{text}"
+        );
+
+        // A tool with its own `confirmationToken` argument: the token goes in `_meta`.
+        let result = held_for(&arguments, false, true);
+        assert!(result.get("structuredContent").is_none());
+        let machine = &result["_meta"][CONFIRMATION_META];
+        assert_eq!(
+            machine["guidance"]["next_action"],
+            json!({"tool": "create_order", "arguments": sent, "_meta": {TOKEN_META: "tok"}})
+        );
+    }
+
+    #[test]
+    fn arguments_past_the_echo_limit_are_left_out_of_the_machine_part_only() {
+        let pad = ECHO_ARGUMENTS_MAX_BYTES - r#"{"note":""}"#.len();
+        let at_limit = RawJson::from_value(&json!({"note": "x".repeat(pad)}));
+        assert_eq!(at_limit.len(), ECHO_ARGUMENTS_MAX_BYTES);
+        let over = RawJson::from_value(&json!({"note": "x".repeat(pad + 1)}));
+        for token_as_argument in [true, false] {
+            let result = held_for(&at_limit, token_as_argument, false);
+            let machine = &result["_meta"][CONFIRMATION_META];
+            assert!(machine.get("argumentsOmitted").is_none());
+            assert_eq!(machine["arguments"], at_limit.to_value());
+            let next = &machine["guidance"]["next_action"];
+            assert_eq!(
+                next["arguments"]["note"].as_str().map(str::len),
+                Some(pad),
+                "echoed at the limit"
+            );
+
+            let result = held_for(&over, token_as_argument, false);
+            let machine = &result["_meta"][CONFIRMATION_META];
+            assert_eq!(result["structuredContent"], *machine);
+            assert_eq!(machine["argumentsOmitted"], true);
+            assert!(machine.get("arguments").is_none());
+            assert_eq!(machine["confirmationToken"], "tok");
+            assert_eq!(machine["status"], "requires_confirmation");
+            let next = &machine["guidance"]["next_action"];
+            assert!(next.get("arguments").is_none(), "{next}");
+            assert_eq!(next["tool"], "create_order");
+            if !token_as_argument {
+                assert_eq!(next["_meta"][TOKEN_META], "tok");
+            }
+            // The text still shows the arguments, cut visibly, and bounded.
+            let text = result["content"][0]["text"].as_str().expect("a text block");
+            assert!(text.contains(r#"{"note":"xxx"#), "{text}");
+            assert!(text.contains("…[truncated: "), "{text}");
+            assert!(text.len() < 4 * ARGUMENTS_BUDGET, "{} bytes", text.len());
+        }
+    }
 
     #[test]
     fn structured_content_only_without_an_output_schema() {
@@ -146,7 +298,7 @@ mod tests {
             rule: Some("r"),
         };
         assert!(refused(&refusal, false).get("structuredContent").is_some());
-        let with_schema = refused(&refusal, true);
+        let with_schema = refused(&refusal, true).to_value();
         assert!(with_schema.get("structuredContent").is_none());
         assert_eq!(with_schema["isError"], true);
         assert_eq!(

@@ -6,7 +6,6 @@ use countersign_jsonrpc::mcp::ProtocolVersion;
 use countersign_jsonrpc::message::{Message, Payload, Request as Call};
 use countersign_policy::{Action, Principal};
 use http::{HeaderName, HeaderValue, Method, Request, Response, request};
-use serde_json::{Map, Value};
 use tower::Service;
 use tracing::warn;
 
@@ -242,7 +241,7 @@ where
         principal: Option<Principal>,
         mirrored: Mirrored,
     ) -> ResponseFuture<S::Future> {
-        let params: Option<Map<String, Value>> = call.params.clone();
+        let params = call.params.clone();
         let approvals = self.approvals.clone();
         let mut inner = self.take_inner();
         ResponseFuture::working(async move {

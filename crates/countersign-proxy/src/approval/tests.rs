@@ -2,6 +2,7 @@
 //! store's tools) and a mock inner service standing in for audit + forwarder: what the mock
 //! receives is what would go upstream.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,10 +17,13 @@ use crate::audit::CallAudit;
 use crate::body::ResponseBody;
 use crate::classify::Classify;
 use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::config::{LimitRates, Rate, RateLimitConfig};
+use crate::limits::RateLimits;
+use crate::metrics::ProxyMetrics;
 use crate::testing::{
     ELICITATION_TIMEOUT, LEEWAY_SECS, MockHandle, MockInner, approval_settings, body_json,
-    call_answering, classify_layer, mock_inner, parsed_post, payload_json, pinned_catalog, policy,
-    ran, received_nothing, tool, unused_route,
+    call_answering, classify_layer, mock_inner, parsed_post, parsed_post_text, payload_json,
+    pinned_catalog, policy, ran, received_nothing, tool, unused_route,
 };
 use crate::wire::{CONFIRMATION_META, REQUEST_ID_PREFIX, TOKEN_META};
 
@@ -73,6 +77,16 @@ impl Gateway {
         body: &Value,
     ) -> (Response<ResponseBody>, Vec<Request<Cleared>>) {
         let request = parsed_post(&unused_route(), Some("ada"), headers, body);
+        call_answering(self.service.clone(), request, &mut self.inner, ran).await
+    }
+
+    /// [`Gateway::post`] of a body given as its exact text.
+    async fn post_text(
+        &mut self,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (Response<ResponseBody>, Vec<Request<Cleared>>) {
+        let request = parsed_post_text(&unused_route(), Some("ada"), headers, body);
         call_answering(self.service.clone(), request, &mut self.inner, ran).await
     }
 
@@ -230,6 +244,60 @@ async fn a_token_forwards_exactly_the_held_call_once_and_is_then_replayed() {
     assert!(received.is_empty() && received_nothing(&mut gateway.inner));
 }
 
+/// A held call as a client may write it: spaces and line breaks, an escape, a number with a
+/// trailing zero.
+const SPACED_CREATE_ORDER: &str = r#"{ "jsonrpc" : "2.0" , "id" : 3 , "method" : "tools/call" ,
+    "params" : { "name" : "create_order" ,
+                 "arguments" : { "sku" : "A\u002d1" , "qty" : 2 , "price" : 1.50 } } }"#;
+
+#[tokio::test]
+async fn a_token_covers_arguments_however_the_client_writes_them() {
+    let mut gateway = Gateway::new();
+    let (response, received) = gateway.post_text(&[], SPACED_CREATE_ORDER).await;
+    assert!(received.is_empty() && received_nothing(&mut gateway.inner));
+    let held = confirmation(response).await;
+    assert_eq!(held["status"], "requires_confirmation", "{held}");
+    let sent: Value = serde_json::from_str(SPACED_CREATE_ORDER).expect("json");
+    assert_eq!(held["arguments"], sent["params"]["arguments"]);
+    let token = held["confirmationToken"].as_str().expect("a token");
+
+    // The same arguments written another way (order, spacing, escapes, number text), with the
+    // token in `_meta`: the hash is over the value, so the token covers them.
+    let retry = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"create_order",
+            "arguments":{{"price":1.5,"qty":2.0e0,"sku":"A-1"}},
+            "_meta":{{"{TOKEN_META}":"{token}"}}}}}}"#
+    );
+    let (response, received) = gateway.post_text(&[], &retry).await;
+    assert_eq!(
+        body_json(response).await["result"],
+        json!({"ran": "create_order"})
+    );
+    let (body, audit) = forwarded(&received);
+    assert_eq!(audit.channel, Some("token"));
+    // Forwarded without the token, the numbers in their canonical text.
+    let canonical: Value =
+        serde_json::from_str(r#"{"price":1.5,"qty":2,"sku":"A-1"}"#).expect("json");
+    assert_eq!(body["params"]["arguments"], canonical, "{body}");
+    assert!(
+        body["params"]
+            .get("_meta")
+            .is_none_or(|m| m.get(TOKEN_META).is_none()),
+        "{body}"
+    );
+
+    // Different arguments are still refused, however they are written.
+    let token = gateway.hold(&create_order()).await;
+    let other = format!(
+        r#"{{ "jsonrpc" : "2.0" , "id" : 3 , "method" : "tools/call" , "params" : {{
+            "name" : "create_order" ,
+            "arguments" : {{ "sku" : "A-1" , "qty" : 2.5 , "confirmationToken" : "{token}" }} }} }}"#
+    );
+    let (response, received) = gateway.post_text(&[], &other).await;
+    assert_eq!(confirmation(response).await["code"], "arguments_mismatch");
+    assert!(received.is_empty() && received_nothing(&mut gateway.inner));
+}
+
 #[tokio::test]
 async fn a_token_does_not_cover_other_arguments() {
     let mut gateway = Gateway::new();
@@ -325,11 +393,11 @@ async fn an_allowed_tools_call_without_an_id_is_forwarded_like_any_allowed_call(
 
 /// A 2025-06-18 session whose client declared form elicitation, opened by `ada`.
 fn eliciting_session(gateway: &Gateway) -> [(&'static str, &'static str); 2] {
-    let initialize = json!({"capabilities": {"elicitation": {}}});
+    let initialize = json!({"capabilities": {"elicitation": {}}}).into();
     let settings = &gateway.approvals.settings;
     settings
         .sessions
-        .opened(SESSION, "ada", initialize.as_object(), SystemClock.now());
+        .opened(SESSION, "ada", Some(&initialize), SystemClock.now());
     [
         ("mcp-session-id", SESSION),
         ("mcp-protocol-version", "2025-06-18"),
@@ -467,13 +535,10 @@ async fn a_principal_past_its_question_cap_is_refused_without_being_asked() {
     assert_eq!(question["method"], "elicitation/create");
 
     let settings = &gateway.approvals.settings;
-    let initialize = json!({"capabilities": {"elicitation": {}}});
-    settings.sessions.opened(
-        "session-2",
-        "ada",
-        initialize.as_object(),
-        SystemClock.now(),
-    );
+    let initialize = json!({"capabilities": {"elicitation": {}}}).into();
+    settings
+        .sessions
+        .opened("session-2", "ada", Some(&initialize), SystemClock.now());
     let second_session = [
         ("mcp-session-id", "session-2"),
         ("mcp-protocol-version", "2025-06-18"),
@@ -491,4 +556,40 @@ async fn a_principal_past_its_question_cap_is_refused_without_being_asked() {
     );
     assert!(received.is_empty() && received_nothing(&mut gateway.inner));
     drop(waiting);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hold_past_the_held_limit_is_refused_with_429_while_reads_go_on() {
+    let clock = Arc::new(ManualClock::at_unix_secs(1_800_000_000));
+    let config = RateLimitConfig {
+        held: LimitRates {
+            default: Some(Rate {
+                per_minute: NonZeroU32::new(1).expect("non-zero"),
+                burst: NonZeroU32::new(1).expect("non-zero"),
+            }),
+            per_upstream: Default::default(),
+        },
+        ..RateLimitConfig::off()
+    };
+    let limits = RateLimits::new(&config, None, clock, ProxyMetrics::unregistered());
+    let mut gateway = Gateway::with_settings(|settings| settings.rate_limits = Arc::new(limits));
+    gateway.hold(&create_order()).await;
+
+    let (response, received) = gateway.post(&[], &create_order()).await;
+
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()),
+        Some("60")
+    );
+    let answer = body_json(response).await;
+    assert_eq!(answer["error"]["data"]["limit"], "held", "{answer}");
+    assert!(received.is_empty() && received_nothing(&mut gateway.inner));
+    let read = tool_call(4, "list_products", json!({}));
+    let (response, received) = gateway.post(&[], &read).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(received.len(), 1, "reads are not held, so not limited");
 }

@@ -1,9 +1,9 @@
 //! The token channel: a held call is answered with a signed single-use confirmation token the
 //! model presents on the repeated call (redeemed in [`super::redeem`]).
 
+use countersign_jsonrpc::RawJson;
 use countersign_policy::Method;
 use http::StatusCode;
-use serde_json::Value;
 
 use super::answer::Answer;
 use super::channel_name;
@@ -14,7 +14,7 @@ use crate::wire::{CONFIRMATION_META, HELD_ERROR_CODE};
 /// The held answer, carrying a fresh token bound to this call.
 pub(super) fn hold(
     gated: &Gated,
-    arguments: &Value,
+    arguments: &RawJson,
     ah: String,
     ph: Option<String>,
     preview: Option<&str>,
@@ -39,7 +39,9 @@ pub(super) fn hold(
     match gated.method() {
         Method::ToolsCall => Answer::Result(results::held(&held, gated.has_output_schema())),
         Method::PromptsGet | Method::ResourcesRead => {
-            let result = results::held(&held, true);
+            // A prompt's or resource's arguments are echoed only up to a bound (see
+            // `results::ECHO_ARGUMENTS_MAX_BYTES`), so this tree stays small.
+            let result = results::held(&held, true).to_value();
             Answer::Error {
                 status: StatusCode::OK,
                 code: HELD_ERROR_CODE,

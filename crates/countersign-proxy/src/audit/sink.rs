@@ -8,8 +8,8 @@ use std::io::Write;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use countersign_jsonrpc::RawJson;
 use serde::Serialize;
-use serde_json::Value;
 use tracing::warn;
 
 /// Where audit lines go. Records are serialized on the request path and written by a
@@ -128,7 +128,8 @@ pub struct AuditRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub arguments: Option<&'a Value>,
+    /// Minified: a record is one line.
+    pub arguments: Option<&'a RawJson>,
 }
 
 /// RFC 3339 UTC timestamp with milliseconds, without pulling in a date crate.
@@ -160,6 +161,8 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     #[test]
@@ -188,7 +191,12 @@ mod tests {
         }
         let buffer = Shared::default();
         let sink = AuditSink::new(Box::new(buffer.clone()), false);
-        for outcome in ["held", "forwarded"] {
+        // Arguments as a client may write them, over several lines; the record carries them
+        // minified, as the approval layer hands them over.
+        let spaced = RawJson::parse_slice(b"{ \"to\" :\n  \"ada\" ,\n  \"n\" : [ 1.50 ,\n 2 ] }")
+            .expect("json")
+            .minified();
+        for (outcome, arguments) in [("held", None), ("forwarded", Some(&spaced))] {
             sink.record(&AuditRecord {
                 ts: timestamp(UNIX_EPOCH),
                 event: "outcome",
@@ -205,7 +213,7 @@ mod tests {
                 args_hash: Some("abc"),
                 outcome,
                 latency_ms: None,
-                arguments: None,
+                arguments,
             });
         }
         drop(sink);
@@ -225,5 +233,13 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[1]["outcome"], "forwarded");
         assert!(lines[0].get("arguments").is_none());
+        let sent: Value = serde_json::from_str(r#"{"to": "ada", "n": [1.50, 2]}"#).expect("json");
+        assert_eq!(lines[1]["arguments"], sent);
+        assert!(
+            text.lines()
+                .nth(1)
+                .is_some_and(|l| l.contains(r#""arguments":{"to":"ada","n":[1.50,2]}"#)),
+            "{text}"
+        );
     }
 }

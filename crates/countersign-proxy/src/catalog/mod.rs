@@ -7,10 +7,10 @@
 use std::sync::Arc;
 
 use countersign_jsonrpc::mcp::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION};
+use countersign_jsonrpc::{ObjectWriter, RawJson};
 use countersign_policy::{PinnedTool, Risk};
 use countersign_store::PinShare;
 use http::HeaderMap;
-use serde_json::{Map, Value};
 use tracing::{info, warn};
 
 use crate::clock::Clock;
@@ -40,7 +40,7 @@ impl CatalogSync {
         &self,
         route: &RouteTarget,
         headers: &HeaderMap,
-        stateless_meta: Option<Map<String, Value>>,
+        stateless_meta: Option<RawJson>,
         tool: &str,
     ) -> Option<PinnedTool> {
         let upstream = &route.upstream.name;
@@ -109,15 +109,15 @@ impl CatalogSync {
 
 /// The `_meta` a 2026-07-28 request carries for the gateway's own requests on its behalf: its
 /// protocol version and client capabilities, never a progress token or the confirmation.
-pub fn stateless_meta(params: Option<&Map<String, Value>>) -> Option<Map<String, Value>> {
-    let meta = params?.get("_meta")?.as_object()?;
+pub fn stateless_meta(params: Option<&RawJson>) -> Option<RawJson> {
+    let meta = params?.get("_meta")?;
     let version = meta.get(META_PROTOCOL_VERSION)?;
-    let mut out = Map::new();
-    out.insert(META_PROTOCOL_VERSION.to_owned(), version.clone());
+    let mut out = ObjectWriter::new();
+    out.push(META_PROTOCOL_VERSION, &version);
     if let Some(capabilities) = meta.get(META_CLIENT_CAPABILITIES) {
-        out.insert(META_CLIENT_CAPABILITIES.to_owned(), capabilities.clone());
+        out.push(META_CLIENT_CAPABILITIES, &capabilities);
     }
-    Some(out)
+    Some(out.finish())
 }
 
 fn risk_ordinal(risk: Risk) -> u8 {

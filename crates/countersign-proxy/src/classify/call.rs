@@ -6,8 +6,8 @@ use countersign_jsonrpc::mcp::{
     META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
 };
 use countersign_jsonrpc::message::Request;
+use countersign_jsonrpc::{Kind, ObjectWriter, RawJson};
 use countersign_policy::{Method, PinnedTool};
-use serde_json::{Map, Value};
 
 use crate::error::ProxyError;
 use crate::wire::{APPROVAL_KEY, TOKEN_ARGUMENT, TOKEN_META};
@@ -46,8 +46,8 @@ const UNBOUND_META: &[&str] = &[
 pub struct CallParts {
     pub method: Method,
     pub target: String,
-    /// `arguments` as sent (`Null` when absent).
-    pub arguments: Value,
+    /// `arguments` as sent (`null` when absent): a slice of the request, never a copy.
+    pub arguments: RawJson,
     /// `_meta["countersign/confirmationToken"]`: works for every tool and method.
     pub meta_token: Option<String>,
     /// `arguments.confirmationToken`, when present (non-strings as their JSON text, so a
@@ -58,11 +58,11 @@ pub struct CallParts {
     pub token_argument_is_ours: bool,
     /// The other params an approval binds (`task`, acted-on `_meta` keys, unknown members),
     /// or `None` when there are none.
-    pub bound_params: Option<Value>,
+    pub bound_params: Option<RawJson>,
 }
 
 impl CallParts {
-    pub fn of(method: Method, params: Option<&Map<String, Value>>) -> Result<Self, ProxyError> {
+    pub fn of(method: Method, params: Option<&RawJson>) -> Result<Self, ProxyError> {
         let target_key = if method == Method::ResourcesRead {
             "uri"
         } else {
@@ -70,17 +70,16 @@ impl CallParts {
         };
         let target = params
             .and_then(|p| p.get(target_key))
-            .and_then(Value::as_str)
+            .and_then(|t| t.as_str().map(|t| t.into_owned()))
             .ok_or_else(|| {
                 ProxyError::InvalidParams(format!(
                     "{} needs a string `params.{target_key}`",
                     method.as_str()
                 ))
-            })?
-            .to_owned();
+            })?;
         let arguments = match params.and_then(|p| p.get("arguments")) {
-            None | Some(Value::Null) => Value::Null,
-            Some(Value::Object(args)) => Value::Object(args.clone()),
+            None => RawJson::null(),
+            Some(args) if matches!(args.kind(), Kind::Null | Kind::Object) => args,
             Some(_) => {
                 return Err(ProxyError::InvalidParams(
                     "`params.arguments` must be an object".into(),
@@ -90,18 +89,21 @@ impl CallParts {
         let meta = params.and_then(|p| p.get("_meta"));
         let meta_token = match meta.and_then(|m| m.get(TOKEN_META)) {
             None => None,
-            Some(Value::String(token)) => Some(token.clone()),
-            Some(_) => {
-                return Err(ProxyError::InvalidParams(format!(
-                    "`_meta.{TOKEN_META}` must be a string"
-                )));
-            }
+            Some(token) => Some(
+                token
+                    .as_str()
+                    .ok_or_else(|| {
+                        ProxyError::InvalidParams(format!("`_meta.{TOKEN_META}` must be a string"))
+                    })?
+                    .into_owned(),
+            ),
         };
-        let argument_token = match arguments.get(TOKEN_ARGUMENT) {
-            None => None,
-            Some(Value::String(token)) => Some(token.clone()),
-            Some(other) => Some(other.to_string()),
-        };
+        let argument_token = arguments
+            .get(TOKEN_ARGUMENT)
+            .map(|token| match token.as_str() {
+                Some(token) => token.into_owned(),
+                None => token.as_text().to_owned(),
+            });
         Ok(Self {
             method,
             target,
@@ -148,15 +150,13 @@ impl CallParts {
 
     /// The arguments the upstream will see: exactly what is hashed into `ah` and shown to
     /// the person.
-    pub fn arguments_without_token(&self) -> Value {
-        match &self.arguments {
-            Value::Object(args) if self.token_argument_is_ours => {
-                let mut args = args.clone();
-                args.remove(TOKEN_ARGUMENT);
-                Value::Object(args)
+    pub fn arguments_without_token(&self) -> RawJson {
+        match self.arguments.kind() {
+            Kind::Object if self.token_argument_is_ours => {
+                self.arguments.without_member(TOKEN_ARGUMENT)
             }
-            Value::Null => Value::Object(Map::new()),
-            other => other.clone(),
+            Kind::Null => RawJson::empty_object(),
+            _ => self.arguments.clone(),
         }
     }
 
@@ -169,64 +169,71 @@ impl CallParts {
     /// Removes the gateway's approval artefacts from a call's params: the token in `_meta` and
     /// (when ours) `arguments`, and — once an approval was redeemed — the gateway's
     /// `requestState` and its key in `inputResponses`.
-    pub fn strip_params(&self, params: Option<&mut Map<String, Value>>, redeemed: bool) {
+    ///
+    /// Each removal copies the params once (they are immutable slices of the request), and
+    /// only when there is something to remove.
+    pub fn strip_params(&self, params: Option<&mut RawJson>, redeemed: bool) {
         let Some(params) = params else { return };
         if redeemed {
-            params.remove("requestState");
-            if let Some(Value::Object(responses)) = params.get_mut("inputResponses") {
-                responses.remove(APPROVAL_KEY);
-                if responses.is_empty() {
-                    params.remove("inputResponses");
-                }
+            *params = params.without_member("requestState");
+            if let Some(responses) = params.get("inputResponses").filter(RawJson::is_object) {
+                let responses = responses.without_member(APPROVAL_KEY);
+                *params = if responses.members().is_some_and(|mut m| m.next().is_none()) {
+                    params.without_member("inputResponses")
+                } else {
+                    params.with_member("inputResponses", &responses)
+                };
             }
         }
-        if let Some(Value::Object(meta)) = params.get_mut("_meta") {
-            meta.remove(TOKEN_META);
+        if let Some(meta) = params.get("_meta").filter(RawJson::is_object)
+            && meta.get(TOKEN_META).is_some()
+        {
+            *params = params.with_member("_meta", &meta.without_member(TOKEN_META));
         }
         if self.token_argument_is_ours
-            && let Some(Value::Object(args)) = params.get_mut("arguments")
+            && let Some(args) = params.get("arguments").filter(RawJson::is_object)
+            && args.get(TOKEN_ARGUMENT).is_some()
         {
-            args.remove(TOKEN_ARGUMENT);
+            *params = params.with_member("arguments", &args.without_member(TOKEN_ARGUMENT));
         }
     }
 }
 
 /// The params a confirmation binds besides target and arguments (see [`UNBOUND_PARAMS`] and
 /// [`UNBOUND_META`]), as one object, or `None` when there are none.
-fn bound_params(params: &Map<String, Value>, target_key: &str) -> Option<Value> {
-    let mut bound = Map::new();
-    for (key, value) in params {
-        if key == target_key || UNBOUND_PARAMS.contains(&key.as_str()) {
+fn bound_params(params: &RawJson, target_key: &str) -> Option<RawJson> {
+    let mut bound = ObjectWriter::new();
+    for (key, value) in params.members()? {
+        if key == target_key || UNBOUND_PARAMS.contains(&key.as_ref()) {
             continue;
         }
-        if key == "_meta" {
-            let Value::Object(meta) = value else {
-                bound.insert(key.clone(), value.clone());
-                continue;
-            };
-            let acted_on: Map<String, Value> = meta
-                .iter()
-                .filter(|(k, _)| !UNBOUND_META.contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+        if key == "_meta"
+            && let Some(meta) = value.members()
+        {
+            let mut acted_on = ObjectWriter::new();
+            for (meta_key, meta_value) in meta {
+                if !UNBOUND_META.contains(&meta_key.as_ref()) {
+                    acted_on.push(&meta_key, &meta_value);
+                }
+            }
             if !acted_on.is_empty() {
-                bound.insert(key.clone(), Value::Object(acted_on));
+                bound.push(&key, &acted_on.finish());
             }
             continue;
         }
-        bound.insert(key.clone(), value.clone());
+        bound.push(&key, &value);
     }
-    (!bound.is_empty()).then_some(Value::Object(bound))
+    (!bound.is_empty()).then(|| bound.finish())
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
     fn parts(params: Value) -> CallParts {
-        CallParts::of(Method::ToolsCall, params.as_object()).expect("valid params")
+        CallParts::of(Method::ToolsCall, Some(&params.into())).expect("valid params")
     }
 
     #[test]
@@ -261,7 +268,7 @@ mod tests {
 
         let with_task = parts(json!({"name": "t", "task": {"ttl": 60000}}));
         assert_eq!(
-            with_task.bound_params,
+            with_task.bound_params.map(|b| b.to_value()),
             Some(json!({"task": {"ttl": 60000}}))
         );
 
@@ -269,27 +276,169 @@ mod tests {
             json!({"name": "t", "_meta": {"progressToken": 1, "com.example/dry_run": false}}),
         );
         assert_eq!(
-            acted_on.bound_params,
+            acted_on.bound_params.map(|b| b.to_value()),
             Some(json!({"_meta": {"com.example/dry_run": false}}))
         );
     }
 
     #[test]
     fn a_call_without_a_name_or_with_odd_arguments_is_invalid() {
-        assert!(CallParts::of(Method::ToolsCall, json!({}).as_object()).is_err());
+        assert!(CallParts::of(Method::ToolsCall, Some(&json!({}).into())).is_err());
         assert!(
             CallParts::of(
                 Method::ToolsCall,
-                json!({"name": "t", "arguments": [1]}).as_object()
+                Some(&json!({"name": "t", "arguments": [1]}).into())
             )
             .is_err()
         );
         assert!(
             CallParts::of(
                 Method::ResourcesRead,
-                json!({"uri": "file:///x"}).as_object()
+                Some(&json!({"uri": "file:///x"}).into())
             )
             .is_ok()
         );
+    }
+
+    /// The members of an object, each value as its exact text.
+    fn members(object: &RawJson) -> Vec<(String, Vec<u8>)> {
+        object
+            .members()
+            .expect("an object")
+            .map(|(key, value)| (key.into_owned(), value.as_bytes().to_vec()))
+            .collect()
+    }
+
+    /// `members(object)` without `key`.
+    fn members_but(object: &RawJson, key: &str) -> Vec<(String, Vec<u8>)> {
+        members(object)
+            .into_iter()
+            .filter(|(k, _)| k != key)
+            .collect()
+    }
+
+    /// Params as a client may write them: whitespace between tokens, escapes, exact numbers.
+    const SPACED_PARAMS: &[u8] = br#"{ "name" : "send" ,
+        "arguments" : { "to" : "ada\u0040example.com" , "confirmationToken" : "tok" ,
+                        "n" : 1.50 , "deep" : { "a" : [ 1e5 , -0 , "\u00e9\n" ] , "e" : { } } } ,
+        "_meta" : { "progressToken" : 7 , "countersign/confirmationToken" : "tok" ,
+                    "com.example/x" : "\u00e9" } ,
+        "\u0074ask" : { "ttl" : 60000 } ,
+        "requestState" : "opaque" ,
+        "inputResponses" : { "countersign/approval" : { "action" : "accept" } , "other" : 1 } }"#;
+
+    #[test]
+    fn strip_params_removes_only_the_tokens_and_leaves_every_other_member_byte_identical() {
+        let original = RawJson::parse_slice(SPACED_PARAMS).expect("json");
+        let call = CallParts::of(Method::ToolsCall, Some(&original)).expect("valid params");
+        assert_eq!(call.presented_token(), Some("tok"));
+        let mut params = original.clone();
+        call.strip_params(Some(&mut params), false);
+
+        // Same members in the same order; only `_meta` and `arguments` changed.
+        let keys = |object: &RawJson| -> Vec<String> {
+            members(object).into_iter().map(|(key, _)| key).collect()
+        };
+        assert_eq!(keys(&params), keys(&original));
+        let untouched = |object: &RawJson| -> Vec<(String, Vec<u8>)> {
+            members(object)
+                .into_iter()
+                .filter(|(key, _)| key != "_meta" && key != "arguments")
+                .collect()
+        };
+        assert_eq!(untouched(&params), untouched(&original));
+        // An escaped key is kept as written.
+        assert!(params.as_text().contains(r#""\u0074ask""#), "{params}");
+
+        let meta = params.get("_meta").expect("_meta kept");
+        let original_meta = original.get("_meta").expect("_meta");
+        assert_eq!(meta.get(TOKEN_META), None);
+        assert_eq!(members(&meta), members_but(&original_meta, TOKEN_META));
+
+        let arguments = params.get("arguments").expect("arguments kept");
+        let original_arguments = original.get("arguments").expect("arguments");
+        assert_eq!(arguments.get(TOKEN_ARGUMENT), None);
+        assert_eq!(
+            members(&arguments),
+            members_but(&original_arguments, TOKEN_ARGUMENT)
+        );
+        // What is forwarded is what was hashed and shown.
+        assert_eq!(arguments, call.arguments_without_token());
+        assert_eq!(
+            arguments.get("deep").expect("deep").as_bytes(),
+            br#"{ "a" : [ 1e5 , -0 , "\u00e9\n" ] , "e" : { } }"#
+        );
+
+        // Without a redeemed approval, the approval channels' artefacts stay as they were.
+        assert_eq!(
+            params.get("requestState").map(|v| v.as_bytes().to_vec()),
+            original.get("requestState").map(|v| v.as_bytes().to_vec())
+        );
+        assert_eq!(
+            params.get("inputResponses").map(|v| v.as_bytes().to_vec()),
+            original
+                .get("inputResponses")
+                .map(|v| v.as_bytes().to_vec())
+        );
+    }
+
+    #[test]
+    fn strip_params_after_redemption_also_removes_the_gateways_answer() {
+        let original = RawJson::parse_slice(SPACED_PARAMS).expect("json");
+        let call = CallParts::of(Method::ToolsCall, Some(&original)).expect("valid params");
+        let mut params = original.clone();
+        call.strip_params(Some(&mut params), true);
+        assert_eq!(params.get("requestState"), None);
+        let responses = params
+            .get("inputResponses")
+            .expect("another answer is kept");
+        let original_responses = original.get("inputResponses").expect("inputResponses");
+        assert_eq!(
+            members(&responses),
+            members_but(&original_responses, APPROVAL_KEY)
+        );
+        for key in ["name", "task"] {
+            assert_eq!(
+                params.get(key).map(|v| v.as_bytes().to_vec()),
+                original.get(key).map(|v| v.as_bytes().to_vec()),
+                "{key}"
+            );
+        }
+
+        // With only the gateway's answer in it, `inputResponses` goes altogether.
+        let only_ours =
+            json!({"name": "t", "inputResponses": {APPROVAL_KEY: {"action": "accept"}}});
+        let mut params = RawJson::from(&only_ours);
+        call.strip_params(Some(&mut params), true);
+        assert_eq!(params, json!({"name": "t"}));
+    }
+
+    #[test]
+    fn strip_params_keeps_a_tools_own_token_argument_and_copies_nothing_without_tokens() {
+        let original = RawJson::parse_slice(SPACED_PARAMS).expect("json");
+        let definition = json!({"name": "send", "inputSchema": {"type": "object",
+            "properties": {"confirmationToken": {"type": "string"}}}});
+        let mut catalog = countersign_policy::Catalog::new();
+        catalog.observe("up", std::slice::from_ref(&definition));
+        let call = CallParts::of(Method::ToolsCall, Some(&original))
+            .expect("valid params")
+            .with_definition(catalog.get("up", "send"));
+        let mut params = original.clone();
+        call.strip_params(Some(&mut params), false);
+        assert_eq!(
+            params.get("arguments").map(|v| v.as_bytes().to_vec()),
+            original.get("arguments").map(|v| v.as_bytes().to_vec()),
+            "the tool's own argument is forwarded as sent"
+        );
+        let meta = params.get("_meta").expect("_meta kept");
+        assert_eq!(meta.get(TOKEN_META), None);
+
+        let plain = RawJson::parse_slice(br#"{ "name" : "t" , "arguments" : { "x" : 1.0 } }"#)
+            .expect("json");
+        let call = CallParts::of(Method::ToolsCall, Some(&plain)).expect("valid params");
+        let mut params = plain.clone();
+        call.strip_params(Some(&mut params), true);
+        assert_eq!(params.as_bytes(), plain.as_bytes(), "nothing to strip");
+        call.strip_params(None, true);
     }
 }

@@ -2,10 +2,10 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use countersign_jsonrpc::RawJson;
 use countersign_jsonrpc::message::{Message, Payload};
 use countersign_policy::{CallFacts, Method, PinnedTool, Policy, Principal};
 use http::{Request, Response};
-use serde_json::{Map, Value};
 use tower::Service;
 use tracing::warn;
 
@@ -36,7 +36,7 @@ struct Pending {
     call: CallParts,
     pinned: Option<Option<PinnedTool>>,
     /// For the listing, when `pinned` is `None`: the request's 2026-07-28 `_meta`.
-    stateless_meta: Option<Map<String, Value>>,
+    stateless_meta: Option<RawJson>,
 }
 
 impl<S> Service<Request<Parsed>> for Classify<S>

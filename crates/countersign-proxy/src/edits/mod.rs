@@ -14,8 +14,8 @@
 
 use std::sync::Arc;
 
-use countersign_jsonrpc::message::{ErrorObject, Message, Payload, RequestId};
-use countersign_jsonrpc::strict::parse_strict;
+use countersign_jsonrpc::RawJson;
+use countersign_jsonrpc::message::{ErrorObject, Message, Payload, RequestId, Response};
 use countersign_policy::Action;
 use serde_json::{Map, Value, json};
 use tracing::warn;
@@ -84,7 +84,7 @@ impl ResponseEdits {
         upstream: &str,
         method: &str,
         id: &RequestId,
-        params: Option<&Map<String, Value>>,
+        params: Option<&RawJson>,
     ) -> Option<Hook> {
         let edit = match method {
             "tools/list" => ResponseEdit::ToolsList,
@@ -94,7 +94,7 @@ impl ResponseEdits {
             }
             _ => return None,
         };
-        let first_page = params.is_none_or(|p| p.get("cursor").is_none_or(Value::is_null));
+        let first_page = params.is_none_or(|p| p.get("cursor").is_none_or(|c| c.is_null()));
         Some(Hook::Edit {
             id: id.clone(),
             edit,
@@ -113,15 +113,7 @@ impl ResponseEdits {
 
     /// Pins a complete first-page listing and shares the pins with the other replicas.
     fn pin_complete_listing(&self, upstream: &str, id: &RequestId, body: &[u8]) {
-        let Some(Ok(Message::Response(response))) =
-            parse_strict(body).ok().map(Message::from_value)
-        else {
-            return;
-        };
-        if response.id.as_ref() != Some(id) {
-            return;
-        }
-        let Ok(Value::Object(result)) = &response.outcome else {
+        let Some(Value::Object(result)) = upstream_result(body, id) else {
             return;
         };
         let complete = result
@@ -140,28 +132,30 @@ impl ResponseEdits {
         wrap: &StateWrap,
         body: &[u8],
     ) -> Option<Vec<u8>> {
-        let Ok(Message::Response(mut response)) = Message::from_value(parse_strict(body).ok()?)
-        else {
-            return None;
-        };
-        if response.id.as_ref() != Some(id) {
-            return None;
-        }
-        let Ok(Value::Object(result)) = &mut response.outcome else {
+        let Some(Value::Object(mut result)) = upstream_result(body, id) else {
             return None;
         };
         if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
             return None;
         }
-        if let Err(reason) = wrap.wrap(result, self.clock.unix_secs()) {
-            warn!(%reason, "upstream input_required refused");
-            response.outcome = Err(ErrorObject {
-                code: -32603,
-                message: format!("countersign refused the upstream's answer: {reason}"),
-                data: None,
-            });
-        }
-        Some(Message::Response(response).to_vec())
+        let outcome = match wrap.wrap(&mut result, self.clock.unix_secs()) {
+            Ok(()) => Ok(RawJson::from_value(&Value::Object(result))),
+            Err(reason) => {
+                warn!(%reason, "upstream input_required refused");
+                Err(ErrorObject {
+                    code: -32603,
+                    message: format!("countersign refused the upstream's answer: {reason}"),
+                    data: None,
+                })
+            }
+        };
+        Some(
+            Message::Response(Response {
+                id: Some(id.clone()),
+                outcome,
+            })
+            .to_vec(),
+        )
     }
 }
 
@@ -212,6 +206,19 @@ impl MessageObserver for EditObserver {
     }
 }
 
+/// The result of `body` as a tree, when `body` is the successful JSON-RPC response to `id`.
+/// Only the responses the gateway edits or learns from are built as trees; they come from the
+/// upstream and are bounded by its response limit.
+fn upstream_result(body: &[u8], id: &RequestId) -> Option<Value> {
+    let Ok(Message::Response(response)) = Message::parse(body) else {
+        return None;
+    };
+    if response.id.as_ref() != Some(id) {
+        return None;
+    }
+    response.outcome.ok().map(|result| result.to_value())
+}
+
 /// Marks the upstream's catalog stale when a relayed message announces that its tools changed;
 /// the next call is then classified against a fresh listing.
 fn watch_list_changed(data: &str, upstream: &str, catalog: &CatalogSync) {
@@ -219,8 +226,7 @@ fn watch_list_changed(data: &str, upstream: &str, catalog: &CatalogSync) {
     if !data.contains("notifications/tools/list_changed") {
         return;
     }
-    if let Some(Ok(Message::Notification(n))) =
-        parse_strict(data.as_bytes()).ok().map(Message::from_value)
+    if let Ok(Message::Notification(n)) = Message::parse(data.as_bytes())
         && n.method == "notifications/tools/list_changed"
     {
         catalog.state.mark_stale(upstream);
@@ -236,28 +242,24 @@ pub fn edit_response(
     edit: ResponseEdit,
     may_confirm: &dyn Fn(&str, &Value) -> bool,
 ) -> Option<Vec<u8>> {
-    let value = parse_strict(body).ok()?;
-    let Ok(Message::Response(mut response)) = Message::from_value(value) else {
-        return None;
-    };
-    if response.id.as_ref() != Some(id) {
-        return None;
-    }
-    let Ok(result) = &mut response.outcome else {
-        return None;
-    };
-    let Value::Object(result) = result else {
+    let Value::Object(mut result) = upstream_result(body, id)? else {
         return None;
     };
     let changed = match edit {
-        ResponseEdit::ToolsList => add_token_property(result, may_confirm),
+        ResponseEdit::ToolsList => add_token_property(&mut result, may_confirm),
         ResponseEdit::Instructions => {
-            append_instructions(result);
+            append_instructions(&mut result);
             true
         }
     };
     // An unchanged message is relayed as the upstream wrote it.
-    changed.then(|| Message::Response(response).to_vec())
+    changed.then(|| {
+        Message::Response(Response {
+            id: Some(id.clone()),
+            outcome: Ok(RawJson::from_value(&Value::Object(result))),
+        })
+        .to_vec()
+    })
 }
 
 /// Returns whether any schema changed.

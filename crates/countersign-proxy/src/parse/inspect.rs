@@ -1,9 +1,10 @@
 //! The single inspection point: one strict parse of a POST body and the envelope and header
 //! checks. What comes out is a value; the client's bytes end here.
 
+use bytes::Bytes;
 use countersign_jsonrpc::mcp::{self, ProtocolVersion};
 use countersign_jsonrpc::message::{Message, Payload, Request, RequestId};
-use countersign_jsonrpc::strict::{ParseLimits, parse_strict_with};
+use countersign_jsonrpc::strict::ParseLimits;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::error::ProxyError;
@@ -47,14 +48,15 @@ impl InspectedPost {
 /// A refusal, with the id of the offending request when the body got far enough to have one.
 pub(super) type Refusal = (ProxyError, Option<RequestId>);
 
+/// Inspects one POST body. The parsed payload keeps slices of `body` (no copy): its params are
+/// read lazily, so inspecting costs about the body's own size in memory.
 pub fn inspect_post(
     headers: &HeaderMap,
-    body: &[u8],
+    body: Bytes,
     max_depth: usize,
 ) -> Result<InspectedPost, Refusal> {
-    let value = parse_strict_with(body, &ParseLimits { max_depth })
-        .map_err(|e| (ProxyError::Json(e.into()), None))?;
-    let payload = Payload::from_value(value).map_err(|e| (ProxyError::Json(e.into()), None))?;
+    let payload = Payload::parse_with(body, &ParseLimits { max_depth })
+        .map_err(|e| (ProxyError::Json(e), None))?;
 
     let header_version =
         match headers.get(MCP_PROTOCOL_VERSION) {
@@ -129,9 +131,9 @@ fn check_method(message: &Message) -> Result<(), ProxyError> {
 fn body_protocol_version(request: &Request) -> Result<Option<ProtocolVersion>, ProxyError> {
     match mcp::request_protocol_version(request) {
         None => Ok(None),
-        Some(raw) => ProtocolVersion::parse(raw)
+        Some(raw) => ProtocolVersion::parse(&raw)
             .map(Some)
-            .ok_or_else(|| ProxyError::UnsupportedProtocolVersion(raw.to_owned())),
+            .ok_or(ProxyError::UnsupportedProtocolVersion(raw)),
     }
 }
 
@@ -171,14 +173,14 @@ fn check_stateless_headers(
     if let Message::Request(request) = message {
         let expected = mcp::expected_mcp_name(request);
         let header_name = decoded_header(headers, &MCP_NAME)?;
-        if header_name.as_deref() != expected {
+        if header_name != expected {
             return Err(ProxyError::HeaderMismatch(format!(
                 "Mcp-Name header `{}` does not match the body's `{}`",
                 header_name.as_deref().unwrap_or("<absent>"),
-                expected.unwrap_or("<absent>"),
+                expected.as_deref().unwrap_or("<absent>"),
             )));
         }
-        if let Some(name) = expected {
+        if let Some(name) = &expected {
             mirrored.push((MCP_NAME, encode(name)?));
         }
     }

@@ -70,12 +70,11 @@ where
                     Ok(bytes) => bytes,
                     Err(error) => return refuse(error, None),
                 };
-            let inspected = match inspect_post(&parts.headers, &bytes, limits.max_json_depth.get())
-            {
+            // The payload keeps slices of these bytes: nothing is copied from here on.
+            let inspected = match inspect_post(&parts.headers, bytes, limits.max_json_depth.get()) {
                 Ok(inspected) => inspected,
                 Err((error, id)) => return refuse(error, id.as_ref()),
             };
-            drop(bytes);
             let request = Request::from_parts(parts, Parsed::Message(inspected));
             match inner.call(request).await {
                 Ok(response) => response,
@@ -95,7 +94,10 @@ where
 {
     let read = async move {
         let mut body = body;
-        let mut buffer = BytesMut::new();
+        // Sized from Content-Length when there is one, so a large body is not copied while
+        // the buffer doubles; the parsed payload keeps this buffer, so it should fit.
+        let expected = usize::try_from(body.size_hint().lower()).unwrap_or(limit);
+        let mut buffer = BytesMut::with_capacity(expected.min(limit));
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| ProxyError::BodyRead(e.into()))?;
             if let Ok(data) = frame.into_data() {

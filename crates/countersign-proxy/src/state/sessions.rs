@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use serde_json::Value;
+use countersign_jsonrpc::RawJson;
 use tokio::time::Instant;
 
 /// Most sessions remembered; the least recently seen is forgotten first. A forgotten session
@@ -53,12 +53,12 @@ impl SessionBook {
         &self,
         session: &str,
         principal: &str,
-        initialize_params: Option<&serde_json::Map<String, Value>>,
+        initialize_params: Option<&RawJson>,
         now: Instant,
     ) -> usize {
         let can_elicit = initialize_params
             .and_then(|p| p.get("capabilities"))
-            .is_some_and(declares_form_elicitation);
+            .is_some_and(|c| declares_form_elicitation(&c));
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let mut downgraded = 0;
         if sessions.len() >= self.capacity && !sessions.contains_key(session) {
@@ -106,11 +106,19 @@ impl SessionBook {
 
 /// `capabilities.elicitation` present and covering form mode: `{}` (2025-06-18: form is the only
 /// mode; 2025-11-25: empty means form) or an object with `form`.
-pub fn declares_form_elicitation(capabilities: &Value) -> bool {
-    match capabilities.get("elicitation") {
-        Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
-        _ => false,
-    }
+pub fn declares_form_elicitation(capabilities: &RawJson) -> bool {
+    let Some(modes) = capabilities.get("elicitation") else {
+        return false;
+    };
+    let Some(mut modes) = modes.members() else {
+        return false;
+    };
+    let mut any = false;
+    let form = modes.any(|(mode, _)| {
+        any = true;
+        mode == "form"
+    });
+    form || !any
 }
 
 #[cfg(test)]
@@ -122,23 +130,32 @@ mod tests {
 
     #[test]
     fn elicitation_capability_means_form_unless_only_url_is_declared() {
-        assert!(declares_form_elicitation(&json!({"elicitation": {}})));
         assert!(declares_form_elicitation(
-            &json!({"elicitation": {"form": {}, "url": {}}})
+            &json!({"elicitation": {}}).into()
+        ));
+        assert!(declares_form_elicitation(
+            &json!({"elicitation": {"form": {}, "url": {}}}).into()
         ));
         assert!(!declares_form_elicitation(
-            &json!({"elicitation": {"url": {}}})
+            &json!({"elicitation": {"url": {}}}).into()
         ));
-        assert!(!declares_form_elicitation(&json!({"sampling": {}})));
-        assert!(!declares_form_elicitation(&json!({"elicitation": true})));
+        assert!(!declares_form_elicitation(&json!({"sampling": {}}).into()));
+        assert!(!declares_form_elicitation(
+            &json!({"elicitation": true}).into()
+        ));
+        // As a client may write it: whitespace, and an escaped key.
+        let spaced = RawJson::parse_slice(br#"{ "elicitation" : { "\u0066orm" : { } } }"#);
+        assert!(declares_form_elicitation(&spaced.expect("json")));
+        let spaced = RawJson::parse_slice(br#"{ "elicitation" : { "url" : { } } }"#);
+        assert!(!declares_form_elicitation(&spaced.expect("json")));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_session_is_only_found_for_the_principal_that_opened_it() {
         let book = SessionBook::default();
-        let params = json!({"capabilities": {"elicitation": {}}});
+        let params: RawJson = json!({"capabilities": {"elicitation": {}}}).into();
         let now = SystemClock.now();
-        book.opened("s1", "ada", params.as_object(), now);
+        book.opened("s1", "ada", Some(&params), now);
         assert!(book.get("s1", "ada", now).is_some_and(|s| s.can_elicit));
         assert!(book.get("s1", "mallory", now).is_none());
         book.closed("s1");
@@ -148,9 +165,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_full_book_forgets_the_least_recently_seen_session_and_says_so() {
         let book = SessionBook::with_capacity(2);
-        let eliciting = json!({"capabilities": {"elicitation": {}}});
+        let eliciting: RawJson = json!({"capabilities": {"elicitation": {}}}).into();
         assert_eq!(
-            book.opened("s1", "ada", eliciting.as_object(), SystemClock.now()),
+            book.opened("s1", "ada", Some(&eliciting), SystemClock.now()),
             0
         );
         tokio::time::advance(Duration::from_secs(1)).await;

@@ -3,13 +3,13 @@
 //! see can depend on them — following every page, and single calls such as dry-run previews.
 
 use bytes::Bytes;
-use countersign_jsonrpc::message::{ErrorObject, Message, RequestId};
+use countersign_jsonrpc::message::{ErrorObject, Message, Request, RequestId};
 use countersign_jsonrpc::sse::SseDecoder;
-use countersign_jsonrpc::strict::parse_strict;
+use countersign_jsonrpc::{ObjectWriter, RawJson};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::{UpstreamClient, is_event_stream, upstream_request};
 use crate::config::Upstream;
@@ -26,7 +26,7 @@ pub struct CallerContext {
     /// The client's request headers (session id, protocol version, credentials…).
     pub headers: HeaderMap,
     /// For 2026-07-28 requests: the `_meta` to send (protocol version and client capabilities).
-    pub stateless_meta: Option<Map<String, Value>>,
+    pub stateless_meta: Option<RawJson>,
 }
 
 /// Lists every tool of `upstream` as the caller would see them.
@@ -43,16 +43,21 @@ pub async fn list_tools(
             "{REQUEST_ID_PREFIX}{}",
             uuid::Uuid::new_v4().simple()
         ));
-        let mut params = Map::new();
+        let mut params = ObjectWriter::new();
         if let Some(cursor) = &cursor {
-            params.insert("cursor".into(), Value::String(cursor.clone()));
+            params.push("cursor", &RawJson::string(cursor));
         }
         let mut mirrored: Vec<(HeaderName, HeaderValue)> = Vec::new();
         if let Some(meta) = &caller.stateless_meta {
-            params.insert("_meta".into(), Value::Object(meta.clone()));
+            params.push("_meta", meta);
             mirrored.push((MCP_METHOD, HeaderValue::from_static("tools/list")));
         }
-        let body = json!({"jsonrpc": "2.0", "id": id.to_value(), "method": "tools/list", "params": params});
+        let body = Message::Request(Request {
+            id: id.clone(),
+            method: "tools/list".into(),
+            params: Some(params.finish()),
+        })
+        .to_vec();
         let mut headers = caller.headers.clone();
         headers.remove(MCP_NAME);
         headers.insert(
@@ -67,7 +72,7 @@ pub async fn list_tools(
             upstream,
             Method::POST,
             &headers,
-            Bytes::from(body.to_string()),
+            Bytes::from(body),
             &mirrored,
         );
         let result = call(upstream, client, request, &id, max_event_bytes)
@@ -172,13 +177,14 @@ fn response_result(
     bytes: &[u8],
     id: &RequestId,
 ) -> Option<Result<Map<String, Value>, ErrorObject>> {
-    let Ok(Message::Response(response)) = Message::from_value(parse_strict(bytes).ok()?) else {
+    let Ok(Message::Response(response)) = Message::parse(bytes) else {
         return None;
     };
     if response.id.as_ref() != Some(id) {
         return None;
     }
-    Some(match response.outcome {
+    // An upstream's own result, bounded by its response limit: small enough to build as a tree.
+    Some(match response.outcome.map(|result| result.to_value()) {
         Ok(Value::Object(result)) => Ok(result),
         Ok(_) => Err(ErrorObject {
             code: -32603,

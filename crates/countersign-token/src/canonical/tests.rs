@@ -653,3 +653,154 @@ fn args_with_canonical_numbers(value: &Value) -> Value {
         other => other.clone(),
     }
 }
+
+// ---- raw arguments (countersign_jsonrpc::RawJson) ----------------------------------------------
+
+fn raw(text: &str) -> RawJson {
+    RawJson::parse_slice(text.as_bytes()).expect("test input is strictly valid JSON")
+}
+
+#[test]
+fn raw_arguments_hash_like_their_value() {
+    for text in [
+        r#"{}"#,
+        r#"{"sku":"A-1","qty":3}"#,
+        r#"{ "qty" : 3 , "sku" : "A\u002d1" }"#,
+        r#"{"a":4.50,"b":2e-3,"c":1.0,"d":-0,"e":1E5,"f":[[],{},[{"g":null}]]}"#,
+        r#"{"\ud83d\ude00":1,"\ue000":2,"\ufb33":3,"a":{"z":true,"b":false}}"#,
+        r#"{"s":"\u0000\u001f\"\\\/\b\f\n\r\t\u2028 é 🦀"}"#,
+    ] {
+        let value = parse(text);
+        let raw = raw(text);
+        assert_eq!(
+            arguments_hash_raw(Some(&raw)),
+            arguments_hash(&value),
+            "{text}"
+        );
+        assert_eq!(params_hash_raw(&raw), params_hash(&value), "{text}");
+        assert_eq!(
+            check_safe_numbers_raw(&raw),
+            check_safe_numbers(&value),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn absent_or_null_raw_arguments_hash_like_an_empty_object() {
+    let empty = arguments_hash(&json!({}));
+    assert_eq!(arguments_hash_raw(None), empty);
+    assert_eq!(arguments_hash_raw(Some(&RawJson::null())), empty);
+    assert_eq!(arguments_hash_raw(Some(&RawJson::empty_object())), empty);
+}
+
+#[test]
+fn raw_arguments_refuse_what_their_value_refuses_with_the_same_path() {
+    for text in [
+        r#"{"amount":9007199254740993}"#,
+        r#"{"a":[1,{"b~/c":-9007199254740993}]}"#,
+    ] {
+        let from_value = arguments_hash(&parse(text));
+        assert!(
+            matches!(from_value, Err(CanonicalError::UnsafeInteger { .. })),
+            "{text}"
+        );
+        assert_eq!(arguments_hash_raw(Some(&raw(text))), from_value, "{text}");
+        assert_eq!(
+            check_safe_numbers_raw(&raw(text)),
+            check_safe_numbers(&parse(text)),
+            "{text}"
+        );
+    }
+    // Deeper than MAX_DEPTH (beyond what the strict parse admits, so built, not parsed).
+    let mut value = json!(1);
+    for _ in 0..MAX_DEPTH + 1 {
+        value = Value::Array(vec![value]);
+    }
+    let deep = RawJson::from_value(&value);
+    assert!(matches!(
+        arguments_hash_raw(Some(&json!({"a": value}).into())),
+        Err(CanonicalError::TooDeep { .. })
+    ));
+    assert!(matches!(
+        check_safe_numbers_raw(&deep),
+        Err(CanonicalError::TooDeep { .. })
+    ));
+    assert!(matches!(
+        normalize_numbers_raw(&RawJson::from_value(&json!([1.0, value]))),
+        Err(CanonicalError::TooDeep { .. })
+    ));
+}
+
+#[test]
+fn normalize_raw_rewrites_numbers_and_keeps_everything_else() {
+    let text = r#"{ "z" : 4.50 , "a" : [ 2e-3 , 1.0 , 7 ] , "m" : { "n" : -0.0 , "s" : "4.50" } }"#;
+    let normalized = normalize_numbers_raw(&raw(text)).expect("normalizes");
+    assert_eq!(
+        normalized.as_text(),
+        r#"{"z":4.5,"a":[0.002,1,7],"m":{"n":0,"s":"4.50"}}"#
+    );
+    let mut value = parse(text);
+    normalize_numbers(&mut value).expect("normalizes");
+    assert_eq!(normalized.to_value(), value);
+    assert_eq!(
+        arguments_hash_raw(Some(&normalized)),
+        arguments_hash(&parse(text))
+    );
+}
+
+#[test]
+fn normalize_raw_returns_canonical_arguments_as_they_are() {
+    let text = r#"{ "qty" : 1 , "price" : 19.99 , "note" : "\u0041" , "l" : [ ] }"#;
+    let arguments = raw(text);
+    let normalized = normalize_numbers_raw(&arguments).expect("normalizes");
+    assert_eq!(normalized.as_bytes(), text.as_bytes());
+    assert_eq!(
+        normalized.as_bytes().as_ptr(),
+        arguments.as_bytes().as_ptr(),
+        "not copied"
+    );
+}
+
+#[test]
+fn normalize_raw_refuses_non_finite() {
+    // Beyond a double: the strict parse refuses it, so it is built.
+    let huge = RawJson::from_value(&parse(r#"{"a":1e400}"#));
+    assert!(matches!(
+        normalize_numbers_raw(&huge),
+        Err(CanonicalError::NonFinite { .. })
+    ));
+}
+
+#[test]
+fn a_large_raw_array_hashes_like_its_value() {
+    // Larger than the hash's chunk, so the canonical bytes are streamed in several pieces.
+    let items: Vec<String> = (0..200_000).map(|i| format!("{}.50", i % 977)).collect();
+    let text = format!(r#"{{"items":[{}],"tail":"end"}}"#, items.join(" , "));
+    assert!(text.len() > 4 * HASH_CHUNK);
+    assert_eq!(
+        arguments_hash_raw(Some(&raw(&text))),
+        arguments_hash(&parse(&text))
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn raw_hashes_agree_with_value_hashes_however_the_text_is_written(args in arb_arguments()) {
+        let expected = arguments_hash(&args);
+        let compact = serde_json::to_string(&args).expect("serializes");
+        let pretty = serde_json::to_string_pretty(&args).expect("serializes");
+        let respelled = serde_json::to_string(&respelled_numbers(&args)).expect("serializes");
+        for text in [compact, pretty, fully_escaped(&args), respelled] {
+            let raw = raw(&text);
+            prop_assert_eq!(arguments_hash_raw(Some(&raw)), expected.clone(), "{}", text);
+            prop_assert_eq!(params_hash_raw(&raw), params_hash(&args), "{}", text);
+            prop_assert_eq!(check_safe_numbers_raw(&raw), Ok(()));
+            let normalized = normalize_numbers_raw(&raw).expect("normalizes");
+            prop_assert_eq!(normalized.to_value(), args_with_canonical_numbers(&args));
+            prop_assert_eq!(arguments_hash_raw(Some(&normalized)), expected.clone());
+        }
+    }
+}

@@ -1,0 +1,386 @@
+//! Strictly validated JSON kept as the bytes it was read from.
+//!
+//! A tree of `serde_json::Value`s costs tens of bytes per element (an array of small numbers grows
+//! some 50× in memory), and the gateway must not let a client turn a 4 MiB body into hundreds of
+//! MiB. So a parsed message keeps its params and results as [`RawJson`]: a reference-counted slice
+//! of the request buffer, validated once by [`crate::strict`], read lazily by scanning. Cloning
+//! one is a reference-count increment; reading a member scans only the object it is in.
+//!
+//! Because the text passed the strict parse (no duplicate keys, no lone surrogates, no BOM, no
+//! numbers beyond a double), every conforming parser reads it as the same value the gateway
+//! judged, so forwarding these bytes forwards exactly that value.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use bytes::Bytes;
+use serde::ser::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::strict::{self, ParseError, ParseLimits};
+
+mod scan;
+#[cfg(test)]
+mod tests;
+
+pub use scan::{Items, Members};
+
+/// The JSON type of a [`RawJson`], read from its first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+/// One strictly valid JSON value: its exact text, without surrounding whitespace.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct RawJson(Bytes);
+
+impl RawJson {
+    /// Strictly parses `bytes` as one JSON value and keeps them; nothing is copied.
+    pub fn parse(bytes: Bytes, limits: &ParseLimits) -> Result<RawJson, ParseError> {
+        let (start, end) = strict::validate_strict(&bytes, limits)?;
+        Ok(RawJson(bytes.slice(start..end)))
+    }
+
+    /// [`RawJson::parse`] of a copy of `bytes`, with [`ParseLimits::default`].
+    pub fn parse_slice(bytes: &[u8]) -> Result<RawJson, ParseError> {
+        Self::parse(Bytes::copy_from_slice(bytes), &ParseLimits::default())
+    }
+
+    /// The serialization of a value the gateway built (always valid JSON).
+    pub fn from_value(value: &Value) -> RawJson {
+        RawJson(fitted(
+            serde_json::to_vec(value).expect("a json value always serializes"),
+        ))
+    }
+
+    /// A JSON string holding `text`.
+    pub fn string(text: &str) -> RawJson {
+        let mut out = Vec::with_capacity(text.len() + 2);
+        serde_json::to_writer(&mut out, text).expect("a string always serializes");
+        RawJson(fitted(out))
+    }
+
+    /// An array of `items`, in order.
+    pub fn array(items: impl IntoIterator<Item = RawJson>) -> RawJson {
+        let mut out = vec![b'['];
+        for (i, item) in items.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(item.as_bytes());
+        }
+        out.push(b']');
+        RawJson(fitted(out))
+    }
+
+    /// `null`.
+    pub fn null() -> RawJson {
+        RawJson(Bytes::from_static(b"null"))
+    }
+
+    /// `{}`.
+    pub fn empty_object() -> RawJson {
+        RawJson(Bytes::from_static(b"{}"))
+    }
+
+    /// Text known to be one strictly valid value; only the scanner and builders use this.
+    pub(crate) fn from_trusted(bytes: Bytes) -> RawJson {
+        RawJson(bytes)
+    }
+
+    /// The exact text.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The exact text (validated UTF-8).
+    pub fn as_text(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("raw json is validated utf-8")
+    }
+
+    /// Length of the text in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Never true: the shortest JSON value is one byte long.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self.0.first() {
+            Some(b'{') => Kind::Object,
+            Some(b'[') => Kind::Array,
+            Some(b'"') => Kind::String,
+            Some(b't' | b'f') => Kind::Bool,
+            Some(b'n') => Kind::Null,
+            _ => Kind::Number,
+        }
+    }
+
+    pub fn is_object(&self) -> bool {
+        self.kind() == Kind::Object
+    }
+
+    pub fn is_null(&self) -> bool {
+        self.kind() == Kind::Null
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match &self.0[..] {
+            b"true" => Some(true),
+            b"false" => Some(false),
+            _ => None,
+        }
+    }
+
+    /// The number's exact text, when this is a number.
+    pub fn number_text(&self) -> Option<&str> {
+        (self.kind() == Kind::Number).then(|| self.as_text())
+    }
+
+    /// The integer this number denotes, when it is written as one (`1`, not `1.0`) and fits.
+    pub fn as_i64(&self) -> Option<i64> {
+        self.number_text()?.parse().ok()
+    }
+
+    pub fn as_u64(&self) -> Option<u64> {
+        self.number_text()?.parse().ok()
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        self.number_text()?.parse().ok()
+    }
+
+    /// The string's contents, unescaped; borrowed when it has no escapes.
+    pub fn as_str(&self) -> Option<Cow<'_, str>> {
+        (self.kind() == Kind::String).then(|| scan::unescape(&self.0))
+    }
+
+    /// `self[key]` of an object; `None` for a missing key or a non-object.
+    pub fn get(&self, key: &str) -> Option<RawJson> {
+        self.members()?.find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// An object's members in order, keys unescaped; `None` for a non-object.
+    pub fn members(&self) -> Option<Members<'_>> {
+        self.is_object().then(|| Members::new(&self.0))
+    }
+
+    /// Where each member of an object sits, 16 bytes per member: for ordering the members of a
+    /// wide object (canonical hashing sorts them) without holding a copy of each. `None` for a
+    /// non-object, or one too large for 32-bit offsets.
+    pub fn member_spans(&self) -> Option<Vec<MemberSpan>> {
+        if !self.is_object() || u32::try_from(self.len()).is_err() {
+            return None;
+        }
+        // In range: every offset is below the length checked above.
+        let narrow = |n: usize| n as u32;
+        Some(
+            scan::member_ranges(&self.0)
+                .into_iter()
+                .map(|(ks, ke, vs, ve)| MemberSpan {
+                    key: (narrow(ks), narrow(ke)),
+                    value: (narrow(vs), narrow(ve)),
+                })
+                .collect(),
+        )
+    }
+
+    /// The unescaped key of a member found by [`RawJson::member_spans`] on this value.
+    pub fn span_key(&self, span: &MemberSpan) -> Cow<'_, str> {
+        scan::unescape(&self.0[span.key.0 as usize..span.key.1 as usize])
+    }
+
+    /// The value of a member found by [`RawJson::member_spans`] on this value.
+    pub fn span_value(&self, span: &MemberSpan) -> RawJson {
+        RawJson(self.0.slice(span.value.0 as usize..span.value.1 as usize))
+    }
+
+    /// An array's items in order; `None` for a non-array.
+    pub fn items(&self) -> Option<Items<'_>> {
+        (self.kind() == Kind::Array).then(|| Items::new(&self.0))
+    }
+
+    /// Builds the `serde_json` tree. Costs the tree's memory: for small or bounded values only
+    /// (answers, capabilities, upstream results the gateway edits), never for client arguments.
+    pub fn to_value(&self) -> Value {
+        serde_json::from_slice(&self.0).expect("raw json is valid json")
+    }
+
+    /// The same text without whitespace between tokens (the value itself when it has none), for
+    /// line-oriented outputs such as audit records.
+    pub fn minified(&self) -> RawJson {
+        match scan::minify(&self.0) {
+            Some(text) => RawJson(Bytes::from(text)),
+            None => self.clone(),
+        }
+    }
+
+    /// Appends the minified text to `out`: what the gateway forwards, compact like the rest of
+    /// the envelope it writes.
+    pub fn write_minified(&self, out: &mut Vec<u8>) {
+        scan::write_minified(&self.0, out);
+    }
+
+    /// This object without `key` (the same value when it has no such member).
+    pub fn without_member(&self, key: &str) -> RawJson {
+        self.edit_members(key, None)
+    }
+
+    /// This object with `key` set to `value`, in place if present, else appended.
+    pub fn with_member(&self, key: &str, value: &RawJson) -> RawJson {
+        self.edit_members(key, Some(value))
+    }
+
+    fn edit_members(&self, key: &str, value: Option<&RawJson>) -> RawJson {
+        let Some(members) = self.members() else {
+            return self.clone();
+        };
+        let present = self.get(key).is_some();
+        if !present && value.is_none() {
+            return self.clone();
+        }
+        let mut object =
+            ObjectWriter::with_capacity(self.len() + value.map_or(0, RawJson::len) + key.len() + 4);
+        for (member_key, raw_key, member_value) in members.with_raw_keys() {
+            if member_key == key {
+                if let Some(value) = value {
+                    object.push_raw_key(raw_key, value.as_bytes());
+                }
+            } else {
+                object.push_raw_key(raw_key, member_value.as_bytes());
+            }
+        }
+        if !present && let Some(value) = value {
+            object.push(key, value);
+        }
+        object.finish()
+    }
+}
+
+/// Where one member sits in its object's text (see [`RawJson::member_spans`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberSpan {
+    key: (u32, u32),
+    value: (u32, u32),
+}
+
+/// Writes an object member by member; the result is valid because every part is.
+#[derive(Debug)]
+pub struct ObjectWriter {
+    /// Always starts with `{`: `finish` only appends the `}`.
+    out: Vec<u8>,
+}
+
+/// The same as [`ObjectWriter::new`]: an empty object, never an empty buffer (a derived
+/// `Default` would finish as `}`).
+impl Default for ObjectWriter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ObjectWriter {
+    pub fn new() -> Self {
+        Self::with_capacity(64)
+    }
+
+    pub fn with_capacity(capacity: usize) -> Self {
+        let mut out = Vec::with_capacity(capacity.max(2));
+        out.push(b'{');
+        ObjectWriter { out }
+    }
+
+    /// Appends `key: value`. The caller keeps keys unique.
+    pub fn push(&mut self, key: &str, value: &RawJson) {
+        let key = serde_json::to_vec(key).expect("a string always serializes");
+        self.push_raw_key(&key, value.as_bytes());
+    }
+
+    fn push_raw_key(&mut self, raw_key: &[u8], value: &[u8]) {
+        let needed = raw_key.len() + value.len() + 2;
+        if needed > self.out.capacity() - self.out.len() && needed > self.out.len() {
+            // A member larger than all before it: grow to fit it exactly rather than double.
+            self.out.reserve_exact(needed);
+        }
+        if self.out.len() > 1 {
+            self.out.push(b',');
+        }
+        self.out.extend_from_slice(raw_key);
+        self.out.push(b':');
+        self.out.extend_from_slice(value);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.out.len() == 1
+    }
+
+    pub fn finish(mut self) -> RawJson {
+        self.out.push(b'}');
+        RawJson(fitted(self.out))
+    }
+}
+
+/// A buffer as `Bytes` without the spare capacity a growing `Vec` leaves (kept values must not
+/// hold twice their size); small buffers are kept as they are.
+fn fitted(mut text: Vec<u8>) -> Bytes {
+    if text.len() > 4096 && text.capacity() > text.len() + text.len() / 4 {
+        text.shrink_to_fit();
+    }
+    Bytes::from(text)
+}
+
+impl fmt::Debug for RawJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 256;
+        let text = self.as_text();
+        match text.char_indices().nth(SHOWN) {
+            Some((cut, _)) => write!(f, "RawJson({}… {} bytes)", &text[..cut], text.len()),
+            None => write!(f, "RawJson({text})"),
+        }
+    }
+}
+
+/// The exact text.
+impl fmt::Display for RawJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_text())
+    }
+}
+
+/// Serializes as the exact text (through serde_json's raw values), so a raw value inside a
+/// larger serialized structure is copied, never rebuilt as a tree.
+impl Serialize for RawJson {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let raw: &serde_json::value::RawValue = serde_json::from_slice(&self.0)
+            .map_err(|e| serde::ser::Error::custom(format!("raw json: {e}")))?;
+        raw.serialize(serializer)
+    }
+}
+
+impl From<&Value> for RawJson {
+    fn from(value: &Value) -> Self {
+        RawJson::from_value(value)
+    }
+}
+
+impl From<Value> for RawJson {
+    fn from(value: Value) -> Self {
+        RawJson::from_value(&value)
+    }
+}
+
+/// Compares the values, not the texts: `{"a": 1}` equals `json!({"a": 1})`.
+impl PartialEq<Value> for RawJson {
+    fn eq(&self, other: &Value) -> bool {
+        &self.to_value() == other
+    }
+}
