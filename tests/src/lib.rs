@@ -7,6 +7,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod memory;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -120,6 +122,11 @@ impl Process {
     pub fn id(&self) -> Option<u32> {
         self.child.id()
     }
+
+    /// Whether the process has not exited (crashed, been killed or aborted) yet.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
 }
 
 async fn wait_for_line(name: &str, stdout: impl AsyncRead + Unpin + Send + 'static, wanted: &str) {
@@ -146,8 +153,27 @@ pub async fn start_gateway(
     extra_args: &[&str],
     envs: &[(&str, &str)],
 ) -> (Process, String) {
+    start_gateway_under(&[], upstream_url, extra_args, envs).await
+}
+
+/// [`start_gateway`], run by the `launcher` command line with the gateway's own command line
+/// appended to it (such as `prlimit --as=268435456 --`, which execs the gateway under a limit
+/// with the same process id); no launcher for an empty one.
+pub async fn start_gateway_under(
+    launcher: &[&str],
+    upstream_url: &str,
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Process, String) {
     let port = free_port();
-    let mut command = Command::new(countersign_binary());
+    let mut command = match launcher.split_first() {
+        Some((program, launcher_args)) => {
+            let mut command = Command::new(program);
+            command.args(launcher_args).arg(countersign_binary());
+            command
+        }
+        None => Command::new(countersign_binary()),
+    };
     command
         .args([
             "serve",

@@ -20,6 +20,7 @@ pub use client::{
     take_sse_event,
 };
 pub use raw::{Dechunked, RawResponse, dechunk, parse_head, raw_post, raw_request};
+pub use raw::try_raw_request;
 pub use redis::RedisServer;
 pub use temp::TempFile;
 pub use upstream::{RecordedRequest, RecordingUpstream, Reply};

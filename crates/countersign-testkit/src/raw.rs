@@ -35,8 +35,22 @@ impl RawResponse {
 /// Sends `request` verbatim and reads one response. Returns `None` when the server closed the
 /// connection without answering (or did not answer within `wait`).
 pub async fn raw_request(addr: SocketAddr, request: &[u8], wait: Duration) -> Option<RawResponse> {
-    let mut stream = TcpStream::connect(addr).await.expect("connect to gateway");
-    stream.write_all(request).await.ok()?;
+    try_raw_request(addr, request, wait)
+        .await
+        .expect("connect to gateway")
+}
+
+/// [`raw_request`], with a failure to connect as an error instead of a panic: for tests where
+/// the server may be gone (a crash is what they look for).
+pub async fn try_raw_request(
+    addr: SocketAddr,
+    request: &[u8],
+    wait: Duration,
+) -> std::io::Result<Option<RawResponse>> {
+    let mut stream = TcpStream::connect(addr).await?;
+    if stream.write_all(request).await.is_err() {
+        return Ok(None);
+    }
     let mut buffer = Vec::new();
     let read = async {
         let mut chunk = [0u8; 8192];
@@ -50,7 +64,7 @@ pub async fn raw_request(addr: SocketAddr, request: &[u8], wait: Duration) -> Op
             }
         }
     };
-    tokio::time::timeout(wait, read).await.ok().flatten()
+    Ok(tokio::time::timeout(wait, read).await.ok().flatten())
 }
 
 /// A POST of `body` to `/mcp` with the headers MCP clients send, `Host: {host}`, the
