@@ -181,14 +181,12 @@ impl RawJson {
         if !self.is_object() || u32::try_from(self.len()).is_err() {
             return None;
         }
-        // In range: every offset is below the length checked above.
-        let narrow = |n: usize| n as u32;
         Some(
             scan::member_ranges(&self.0)
                 .into_iter()
                 .map(|(ks, ke, vs, ve)| MemberSpan {
-                    key: (narrow(ks), narrow(ke)),
-                    value: (narrow(vs), narrow(ve)),
+                    key: (ks, ke),
+                    value: (vs, ve),
                 })
                 .collect(),
         )
@@ -303,6 +301,24 @@ impl ObjectWriter {
     pub fn push(&mut self, key: &str, value: &RawJson) {
         let key = serde_json::to_vec(key).expect("a string always serializes");
         self.push_raw_key(&key, value.as_bytes());
+    }
+
+    /// Appends `key: [{"type":"text","text":<text>}]`, an MCP content array of one text block,
+    /// escaping `text` straight into the object: a large text is not copied on the way.
+    pub fn push_text_content(&mut self, key: &str, text: &str) {
+        const BEFORE: &[u8] = br#"[{"type":"text","text":"#;
+        const AFTER: &[u8] = b"}]";
+        let key = serde_json::to_vec(key).expect("a string always serializes");
+        let needed = key.len() + BEFORE.len() + text.len() + AFTER.len() + 4;
+        self.out.reserve(needed);
+        if self.out.len() > 1 {
+            self.out.push(b',');
+        }
+        self.out.extend_from_slice(&key);
+        self.out.push(b':');
+        self.out.extend_from_slice(BEFORE);
+        serde_json::to_writer(&mut self.out, text).expect("a string always serializes");
+        self.out.extend_from_slice(AFTER);
     }
 
     fn push_raw_key(&mut self, raw_key: &[u8], value: &[u8]) {

@@ -162,7 +162,9 @@ fn shortened_object(object: &RawJson, style: ListingStyle, budget_chars: usize) 
     let members = || object.members().into_iter().flatten();
     let mut keys = 0usize;
     // Per member only its two lengths, so the second pass need not measure it again.
-    let mut measures: Vec<render::Measure> = Vec::new();
+    // Sized by a counting pass first: a vector that doubles leaves its old buffers behind.
+    let mut measures: Vec<render::Measure> =
+        Vec::with_capacity(object.members().map_or(0, Iterator::count));
     for (key, value) in members() {
         keys += shown_key(&key).chars().count();
         measures.push(render::measure(&value, style, value_indent));
@@ -181,11 +183,12 @@ fn shortened_object(object: &RawJson, style: ListingStyle, budget_chars: usize) 
     // Max-min fair share: the shortest values are shown whole while they fit an equal share of
     // what is left; the remaining (longer) values all get the same share.
     let mut remaining = budget_chars.saturating_sub(fixed);
-    let mut by_length: Vec<usize> = (0..count).collect();
-    by_length.sort_by_key(|&i| measures[i].escaped);
+    // Indices as u32 and an in-place sort: with many keys these are the listing's own cost.
+    let mut by_length: Vec<u32> = (0..count).map(|i| i as u32).collect();
+    by_length.sort_unstable_by_key(|&i| (measures[i as usize].escaped, i));
     let mut whole = vec![false; count];
     let mut left = count;
-    for &i in &by_length {
+    for i in by_length.iter().map(|&i| i as usize) {
         if measures[i].escaped > remaining / left {
             break;
         }
@@ -197,7 +200,8 @@ fn shortened_object(object: &RawJson, style: ListingStyle, budget_chars: usize) 
     // No share is needed when every value was shown whole (left == 0).
     let share = remaining.checked_div(left).unwrap_or(0);
 
-    let mut out = String::from("{");
+    let mut out = String::with_capacity(budget_chars.max(fixed) + 64);
+    out.push('{');
     for (i, (key, value)) in members().enumerate() {
         if style == ListingStyle::Pretty {
             out.push_str("\n  ");

@@ -136,14 +136,25 @@ pub(super) fn unescape(raw: &[u8]) -> Cow<'_, str> {
     Cow::Owned(serde_json::from_slice(raw).expect("a validated json string"))
 }
 
-/// Byte ranges of each member's key token and value in an object's text.
-pub(super) fn member_ranges(text: &[u8]) -> Vec<(usize, usize, usize, usize)> {
-    let mut out = Vec::new();
+/// Byte ranges of each member's key token and value in an object's text (which fits 32-bit
+/// offsets: the caller checked).
+pub(super) fn member_ranges(text: &[u8]) -> Vec<(u32, u32, u32, u32)> {
+    let mut count = 0;
+    each_member(text, |_| count += 1);
+    // Counted first: a vector that doubles leaves its old buffers behind.
+    let mut out = Vec::with_capacity(count);
+    each_member(text, |(ks, ke, vs, ve)| {
+        out.push((ks as u32, ke as u32, vs as u32, ve as u32));
+    });
+    out
+}
+
+fn each_member(text: &[u8], mut f: impl FnMut((usize, usize, usize, usize))) {
     let mut at = 1;
     loop {
         at = skip_whitespace(text, at);
         if at >= text.len() || text[at] == b'}' {
-            return out;
+            return;
         }
         if text[at] == b',' {
             at = skip_whitespace(text, at + 1);
@@ -151,7 +162,7 @@ pub(super) fn member_ranges(text: &[u8]) -> Vec<(usize, usize, usize, usize)> {
         let key_end = string_end(text, at);
         let value_start = skip_whitespace(text, skip_whitespace(text, key_end) + 1);
         let value_end = value_end(text, value_start);
-        out.push((at, key_end, value_start, value_end));
+        f((at, key_end, value_start, value_end));
         at = value_end;
     }
 }

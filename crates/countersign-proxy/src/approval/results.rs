@@ -56,20 +56,21 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> RawJson {
             held.tool, held.token
         )
     };
-    // Pushed piece by piece rather than `format!`ed, and the listing dropped once copied: with
-    // many keys the listing is the size of the arguments, and each copy of it counts.
-    let mut text = String::with_capacity(arguments_text.len() + how.len() + 512);
-    text.push_str("Nothing was executed: this call needs the user's approval first.\n");
-    text.push_str(&format!(
-        "Tool: {} (on {}, risk: {}, rule: {})\nWhat it would do: {}\nArguments: ",
-        held.tool,
-        held.upstream,
-        held.risk,
-        held.rule,
-        display::escape(held.summary)
-    ));
-    text.push_str(&arguments_text);
-    drop(arguments_text);
+    // Written around the listing, in its own buffer: with many keys the listing is the size of
+    // the arguments, and each copy of it counts.
+    let mut text = arguments_text;
+    text.insert_str(
+        0,
+        &format!(
+            "Nothing was executed: this call needs the user's approval first.\n\
+             Tool: {} (on {}, risk: {}, rule: {})\nWhat it would do: {}\nArguments: ",
+            held.tool,
+            held.upstream,
+            held.risk,
+            held.rule,
+            display::escape(held.summary)
+        ),
+    );
     text.push_str(&format!(
         "\n\nShow the user the tool and these arguments and ask whether to run it. Only if they \
          approve, {how}. The token works once and expires in {} seconds. If they do not \
@@ -151,14 +152,10 @@ pub(super) fn refused(refusal: &Refusal<'_>, has_output_schema: bool) -> RawJson
 }
 
 fn call_tool_error(text: String, machine: RawJson, has_output_schema: bool) -> RawJson {
-    let mut block = ObjectWriter::with_capacity(text.len() + 32);
-    block.push("type", &RawJson::string("text"));
-    block.push("text", &RawJson::string(&text));
+    // The text goes straight into the result, escaped once: no intermediate copies of it.
+    let mut result = ObjectWriter::with_capacity(text.len() + 2 * machine.len() + 160);
+    result.push_text_content("content", &text);
     drop(text);
-    let content = RawJson::array([block.finish()]);
-    let mut result = ObjectWriter::with_capacity(content.len() + 2 * machine.len() + 128);
-    result.push("content", &content);
-    drop(content);
     result.push("isError", &Value::Bool(true).into());
     if !has_output_schema {
         result.push("structuredContent", &machine);
