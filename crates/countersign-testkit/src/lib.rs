@@ -19,8 +19,8 @@ pub use client::{
     Collected, SseStream, TestClient, collect, next_sse_message, sse_data, sse_messages,
     take_sse_event,
 };
-pub use raw::{Dechunked, RawResponse, dechunk, parse_head, raw_post, raw_request};
 pub use raw::try_raw_request;
+pub use raw::{Dechunked, RawResponse, dechunk, parse_head, raw_post, raw_request};
 pub use redis::RedisServer;
 pub use temp::TempFile;
 pub use upstream::{RecordedRequest, RecordingUpstream, Reply};

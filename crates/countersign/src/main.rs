@@ -16,18 +16,22 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use countersign_app::{Overrides, RawConfig, RunningGateway, shutdown_signal, telemetry};
 
-// The allocator decides whether memory comes back after a burst of large request bodies
-// (issue 9; figures in BENCHMARKS.md, "Memory under hostile bodies", `bash bench/memory.sh
-// --allocators`). With glibc malloc it does not: after a burst of 4 MiB bodies the gateway stayed
-// at 1.3 to 2.8 GiB resident whatever its settings (MALLOC_ARENA_MAX, fixed mmap and trim
-// thresholds), since millions of small freed blocks pin the heap and only `malloc_trim`, which
-// nothing calls, would hand them back; and those settings are environment variables that the
-// binary cannot set for itself without unsafe code. jemalloc returned memory only slowly (its
-// 10 s decay) and could not even warm up under a 256 MiB address-space limit. mimalloc came back
-// to 13 MiB above its warm baseline within two seconds, needs no environment, and when its 1 GiB
-// arena reservation does not fit an address-space limit it falls back to 128 MiB arenas.
-// `--no-default-features` builds with the system allocator, `--features jemalloc` (with it)
-// with jemalloc, to compare them.
+// The allocator decides whether memory comes back after a burst of large request bodies and
+// how much of an address-space limit is left for requests (issue 9; figures in BENCHMARKS.md,
+// "Memory under hostile bodies", `bash bench/memory.sh --allocators`):
+// - glibc malloc keeps what a burst took: up to 2.8 GiB resident before the JSON representation
+//   change, whatever MALLOC_ARENA_MAX or fixed mmap and trim thresholds; only `malloc_trim`
+//   would hand the freed heap back, and calling it (or `mallopt`) takes unsafe code. Its
+//   per-thread arenas also reserve 64 MiB of address space each, 233 of 256 MiB after warm-up.
+// - jemalloc returns memory on a 10 s decay and died in every 256 MiB burst.
+// - mimalloc (v3) came back to 1 to 13 MiB above its warm baseline within a second or two of
+//   traffic and survived every burst after the representation change; when its 1 GiB arena
+//   reservation does not fit an address-space limit it takes 128 MiB arenas. `override` makes it
+//   the C library's malloc too, so glibc's own allocations (thread-local destructors, name
+//   lookups) no longer create those 64 MiB arenas. Its cost: pages freed during a request stay
+//   resident for its 1 s purge delay, so a request's peak counts its transient buffers.
+// `--no-default-features` builds with the system allocator, `--no-default-features --features
+// jemalloc` with jemalloc, to compare them.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
