@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 
-use crate::raw::{Kind, RawJson};
+use crate::raw::RawJson;
 
 /// The fold used to detect keys that differ only in ways a lenient decoder ignores.
 ///
@@ -107,25 +107,6 @@ fn exact_collision(object: &RawJson) -> Option<(String, String)> {
             return Some((earlier.clone(), key.into_owned()));
         }
         first_with_fold.insert(fold, key.into_owned());
-    }
-    None
-}
-
-/// Like [`fold_collision`], but searches every object nested anywhere in `value`
-/// (used on the arguments of risky tool calls).
-pub fn fold_collision_deep(value: &RawJson) -> Option<(String, String)> {
-    // An explicit stack: the value may be as deep as the parse limit and this must not recurse.
-    let mut stack = vec![value.clone()];
-    while let Some(v) = stack.pop() {
-        let is_container = |item: &RawJson| matches!(item.kind(), Kind::Object | Kind::Array);
-        if let Some(members) = v.members() {
-            if let Some(pair) = fold_collision(&v) {
-                return Some(pair);
-            }
-            stack.extend(members.map(|(_, member)| member).filter(is_container));
-        } else if let Some(items) = v.items() {
-            stack.extend(items.filter(is_container));
-        }
     }
     None
 }

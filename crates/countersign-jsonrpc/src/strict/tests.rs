@@ -2,7 +2,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::fold::{fold_collision, fold_collision_deep, fold_key};
+use crate::fold::{fold_collision, fold_key};
 use crate::raw::RawJson;
 
 fn parse(s: &str) -> Result<Value, ParseError> {
@@ -184,18 +184,6 @@ fn fold_collision_past_sixteen_keys_is_exact() {
     let object = raw(&body);
     assert_eq!(object.members().expect("object").count(), 17);
     assert_eq!(fold_collision(&object), pair("Name", "nAME"));
-}
-
-#[test]
-fn fold_collision_deep_finds_nested_shadow_keys() {
-    let value = raw(r#"{"arguments": {"list": [{"path": "/tmp", "Path": "/etc"}]}}"#);
-    assert_eq!(fold_collision_deep(&value), pair("path", "Path"));
-    assert_eq!(fold_collision_deep(&raw(r#"{"a": [{"b": 1}]}"#)), None);
-    assert_eq!(
-        fold_collision_deep(&raw(r#"[[{"x":{"K":1,"k":2}}]]"#)),
-        pair("K", "k")
-    );
-    assert_eq!(fold_collision_deep(&raw(r#"{"A":1,"b":{"a":2}}"#)), None);
 }
 
 // --- J-5: BOM, encodings, invalid UTF-8 -------------------------------------------------
