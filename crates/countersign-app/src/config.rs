@@ -16,7 +16,9 @@ use serde::Deserialize;
 
 mod rate_limits;
 mod upstream;
+mod upstream_flag;
 pub use rate_limits::{RateLimitsConfig, RawRate, RawRateLimits, RawUpstreamRates};
+pub use upstream::{RawAuth, RawCredential, RawProcesses, RawReplaceAuth, RawTls, RawUpstream};
 
 /// The configuration file as written. Every field is optional; defaults are documented per field.
 #[derive(Debug, Default, Deserialize)]
@@ -104,56 +106,6 @@ pub struct RawAudit {
     pub path: Option<String>,
     /// Also record call arguments. Default `false`: they may hold personal data.
     pub include_arguments: bool,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawUpstream {
-    /// Name used in logs, metrics and policy rules. Default `default`.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Gateway path clients use. Default: the path of `url`.
-    #[serde(default)]
-    pub path: Option<String>,
-    /// The upstream's Streamable HTTP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
-    pub url: String,
-    /// `forward` (default: the client's `Authorization` passes through) or
-    /// `{ replace: { env: VAR } }` / `{ replace: { file: PATH } }` (the client's is dropped and the
-    /// gateway's own credential is sent instead).
-    #[serde(default)]
-    pub auth: Option<RawAuth>,
-    /// TCP connect timeout. Default `5s`.
-    #[serde(default)]
-    pub connect_timeout: Option<String>,
-    /// Time until the upstream's response headers. Default `60s`.
-    #[serde(default)]
-    pub response_timeout: Option<String>,
-    /// Largest non-streamed upstream response. Default `16MiB`.
-    #[serde(default)]
-    pub max_response_bytes: Option<RawSize>,
-}
-
-/// `forward`, or `{ replace: { env: VAR } }` / `{ replace: { file: PATH } }`.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum RawAuth {
-    Mode(String),
-    Replace(RawReplaceAuth),
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawReplaceAuth {
-    pub replace: RawCredential,
-}
-
-/// The gateway's own `Authorization` value, from an environment variable or a file (such as a
-/// mounted Kubernetes secret; surrounding whitespace is trimmed). Exactly one of the two.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RawCredential {
-    pub env: Option<String>,
-    pub file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -286,8 +238,8 @@ impl RawConfig {
     pub fn apply(&mut self, overrides: Overrides) {
         if let Some(url) = overrides.upstream {
             self.upstreams = vec![RawUpstream {
-                url,
                 path: overrides.path,
+                flag: Some(url),
                 ..RawUpstream::default()
             }];
         } else if let (Some(path), [only]) = (overrides.path, self.upstreams.as_mut_slice()) {

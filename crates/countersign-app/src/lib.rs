@@ -231,6 +231,7 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
             rate_limits,
         },
         metrics,
+        routes: countersign_proxy::routes(&config.proxy),
     })
 }
 

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use countersign_jsonrpc::message::{RequestId, error_response};
 use http::{HeaderValue, Response, StatusCode, header};
 
-use crate::body::ResponseBody;
+use crate::body::{BoxError, ResponseBody};
 use crate::limits::{HitReason, LimitHit};
 
 /// Who caused a failure; picks the status class and the metric label.
@@ -128,7 +128,7 @@ pub enum ProxyError {
     UpstreamConnect {
         upstream: String,
         #[source]
-        source: hyper_util::client::legacy::Error,
+        source: BoxError,
     },
     #[error("upstream `{upstream}` did not answer within {timeout:?}")]
     UpstreamTimeout { upstream: String, timeout: Duration },
@@ -138,7 +138,7 @@ pub enum ProxyError {
     UpstreamBody {
         upstream: String,
         #[source]
-        source: hyper::Error,
+        source: BoxError,
     },
     #[error("could not list the tools of upstream `{upstream}`: {reason}")]
     CatalogUnavailable { upstream: String, reason: String },

@@ -43,4 +43,4 @@ mod testing;
 pub use config::ProxyConfig;
 pub use metrics::ProxyMetrics;
 pub use server::{ListenerLimits, serve};
-pub use stack::{Gateway, GatewayService, gateway_service};
+pub use stack::{Gateway, GatewayService, gateway_service, routes};

@@ -34,6 +34,9 @@ pub struct Gateway {
     pub pins: Arc<dyn PinShare>,
     pub approval: ApprovalSettings,
     pub metrics: ProxyMetrics,
+    /// The routes of the listener, from [`routes`]; the app keeps clones to report each
+    /// upstream's state and to stop local upstreams' processes on shutdown.
+    pub routes: Vec<Route>,
 }
 
 /// The full service for one listener: the layers of [`gateway_service`], outermost first.
@@ -43,7 +46,7 @@ pub type GatewayService = Hardening<
 
 /// Builds the request path for `config`.
 pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService {
-    let routes = routes(config);
+    let routes = gateway.routes;
     let clock = gateway.approval.clock.clone();
     let max_event_bytes = config.limits.max_sse_event_bytes.get();
     let catalog = CatalogSync {
@@ -104,9 +107,9 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
         ))
 }
 
-/// Upstream names become `'static` metric labels once, at start-up, so recording a request
-/// never allocates.
-fn routes(config: &ProxyConfig) -> Vec<Route> {
+/// The routes of `config`, each with the client that reaches its upstream. Upstream names
+/// become `'static` metric labels once, at start-up, so recording a request never allocates.
+pub fn routes(config: &ProxyConfig) -> Vec<Route> {
     config
         .routes
         .iter()

@@ -29,7 +29,7 @@ use crate::body::{BoxError, ResponseBody};
 use crate::catalog::CatalogSync;
 use crate::classify::ClassifyLayer;
 use crate::clock::{Clock, SystemClock};
-use crate::config::{Upstream, UpstreamAuth};
+use crate::config::{TlsSettings, Transport, Upstream, UpstreamAuth};
 use crate::identity::Caller;
 use crate::limits::RateLimits;
 use crate::metrics::ProxyMetrics;
@@ -51,6 +51,8 @@ pub(crate) fn route(url: &str) -> Route {
     let url: Uri = url.parse().expect("a valid upstream URL");
     let upstream = Upstream {
         name: UPSTREAM.to_owned(),
+        transport: Transport::StreamableHttp,
+        tls: TlsSettings::default(),
         scheme: url.scheme().cloned().unwrap_or(Scheme::HTTP),
         authority: url.authority().cloned().expect("the URL has a host"),
         url,

@@ -1,4 +1,5 @@
 use super::*;
+use countersign_proxy::config::{ProcessSharing, Transport};
 
 fn validate(yaml: &str) -> anyhow::Result<Config> {
     RawConfig::from_yaml(yaml)?.validate()
@@ -46,8 +47,32 @@ fn several_upstreams_need_distinct_paths_and_names() {
 fn invalid_values_are_explained() {
     for (yaml, needle) in [
         ("upstreams: []\n", "no upstream"),
-        ("upstreams:\n  - url: ftp://x/mcp\n", "only http://"),
-        ("upstreams:\n  - url: https://x/mcp\n", "only http://"),
+        ("upstreams:\n  - url: ftp://x/mcp\n", "http:// or https://"),
+        ("upstreams:\n  - name: a\n", "give `url`"),
+        (
+            "upstreams:\n  - url: http://x/mcp\n    command: npx\n",
+            "not both",
+        ),
+        (
+            "upstreams:\n  - url: http://x/mcp\n    transport: websocket\n",
+            "`streamable-http` or `sse`",
+        ),
+        (
+            "upstreams:\n  - url: http://x/mcp\n    args: [a]\n",
+            "belong to stdio upstreams",
+        ),
+        (
+            "upstreams:\n  - url: http://x/mcp\n    tls: { ca_file: /ca.pem }\n",
+            "https:// upstreams only",
+        ),
+        (
+            "upstreams:\n  - url: https://x/mcp\n    tls: { client_cert: /c.pem }\n",
+            "go together",
+        ),
+        (
+            "upstreams:\n  - command: npx\n    processes: { sharing: pooled }\n",
+            "`per-session` or `shared`",
+        ),
         ("upstreams:\n  - url: /relative\n", "absolute"),
         (
             "upstreams:\n  - url: http://x/mcp\n    path: /a/../mcp\n",
@@ -93,6 +118,64 @@ fn invalid_values_are_explained() {
         let error = validate(yaml).expect_err(yaml);
         assert!(format!("{error:#}").contains(needle), "{yaml}: {error:#}");
     }
+}
+
+#[test]
+fn every_kind_of_upstream_is_configured() {
+    let config = validate(
+        "upstreams:\n  - name: hosted\n    url: https://mcp.example.com/mcp\n    path: /hosted\n\
+         \x20 - name: old\n    url: http://127.0.0.1:3002/sse\n    transport: sse\n\
+         \x20 - name: memory\n    command: npx\n    args: [-y, '@modelcontextprotocol/server-memory']\n\
+         \x20   env: { MEMORY_FILE_PATH: /tmp/m.json }\n    path: /memory\n\
+         \x20   processes: { sharing: shared, max: 3, idle_timeout: 1m }\n",
+    )
+    .expect("valid");
+    let [hosted, old, memory] = &config.proxy.routes[..] else {
+        panic!("three routes");
+    };
+    assert!(matches!(
+        hosted.upstream.transport,
+        Transport::StreamableHttp
+    ));
+    assert_eq!(hosted.upstream.scheme, http::uri::Scheme::HTTPS);
+    assert!(matches!(old.upstream.transport, Transport::LegacySse));
+    assert_eq!(old.path, "/sse");
+    let Transport::Stdio(command) = &memory.upstream.transport else {
+        panic!("stdio: {:?}", memory.upstream.transport);
+    };
+    assert_eq!(command.program, "npx");
+    assert_eq!(command.args, ["-y", "@modelcontextprotocol/server-memory"]);
+    assert_eq!(
+        command.env,
+        [("MEMORY_FILE_PATH".to_owned(), "/tmp/m.json".to_owned())]
+    );
+    assert_eq!(command.sharing, ProcessSharing::Shared);
+    assert_eq!(command.max_processes.get(), 3);
+    assert_eq!(command.idle_timeout, std::time::Duration::from_secs(60));
+}
+
+#[test]
+fn the_upstream_flag_takes_every_kind() {
+    let flag = |value: &str| {
+        let mut raw = RawConfig::default();
+        raw.apply(Overrides {
+            upstream: Some(value.into()),
+            ..Overrides::default()
+        });
+        raw.validate().expect(value).proxy.routes.remove(0)
+    };
+    let stdio = flag("stdio:npx -y @modelcontextprotocol/server-memory");
+    assert!(matches!(stdio.upstream.transport, Transport::Stdio(_)));
+    assert_eq!(
+        stdio.path, "/mcp",
+        "a stdio upstream is served on /mcp by default"
+    );
+    let sse = flag("sse+http://127.0.0.1:3002/sse");
+    assert!(matches!(sse.upstream.transport, Transport::LegacySse));
+    assert_eq!(sse.upstream.url, "http://127.0.0.1:3002/sse");
+    let https = flag("https://mcp.example.com/v1/mcp");
+    assert_eq!(https.upstream.scheme, http::uri::Scheme::HTTPS);
+    assert_eq!(https.path, "/v1/mcp");
 }
 
 #[test]

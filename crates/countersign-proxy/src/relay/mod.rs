@@ -12,15 +12,14 @@ pub use sse::{SseRelay, StreamSettings};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::{Request, Response};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 
 use crate::body::{ResponseBody, full};
 use crate::config::Upstream;
 use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
 use crate::route::RouteTarget;
-use crate::upstream::{connection_tokens, is_event_stream, is_not_returned};
+use crate::upstream::{UpstreamBody, connection_tokens, is_event_stream, is_not_returned};
 
 /// Watches, and may edit, the messages of one relayed response.
 pub trait MessageObserver: Send {
@@ -86,7 +85,7 @@ pub async fn relay(
     Ok(Response::from_parts(parts, body))
 }
 
-async fn buffer(upstream: &Upstream, body: Incoming) -> Result<Bytes, ProxyError> {
+async fn buffer(upstream: &Upstream, body: UpstreamBody) -> Result<Bytes, ProxyError> {
     let limit = upstream.max_response_bytes.get();
     let collected = tokio::time::timeout(
         upstream.response_timeout,
@@ -99,16 +98,14 @@ async fn buffer(upstream: &Upstream, body: Incoming) -> Result<Bytes, ProxyError
     })?;
     match collected {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) => match error.downcast::<hyper::Error>() {
-            Ok(source) => Err(ProxyError::UpstreamBody {
-                upstream: upstream.name.clone(),
-                source: *source,
-            }),
-            Err(_) => Err(ProxyError::UpstreamResponseTooLarge {
-                upstream: upstream.name.clone(),
-                limit,
-            }),
-        },
+        Err(error) if error.is::<LengthLimitError>() => Err(ProxyError::UpstreamResponseTooLarge {
+            upstream: upstream.name.clone(),
+            limit,
+        }),
+        Err(source) => Err(ProxyError::UpstreamBody {
+            upstream: upstream.name.clone(),
+            source,
+        }),
     }
 }
 

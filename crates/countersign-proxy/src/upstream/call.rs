@@ -122,7 +122,7 @@ pub async fn call(
 
 async fn read_response(
     upstream: &Upstream,
-    mut body: hyper::body::Incoming,
+    mut body: super::UpstreamBody,
     event_stream: bool,
     id: &RequestId,
     max_event_bytes: usize,

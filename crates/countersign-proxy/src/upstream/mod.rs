@@ -1,48 +1,47 @@
-//! The upstream side: the pooled client, building the request the gateway sends, and the
-//! gateway's own requests (tool listings, dry-run previews).
+//! The upstream side: the client that reaches each kind of upstream, building the request the
+//! gateway sends, and the gateway's own requests (tool listings, dry-run previews).
+//!
+//! Every kind of upstream is spoken to as a Streamable HTTP server: HTTP upstreams are, and the
+//! others (stdio programs, legacy HTTP+SSE servers) sit behind a [`LocalUpstream`] that serves
+//! Streamable HTTP in process. So every layer above — classification, approval, response edits,
+//! catalog watching — works on one shape of upstream.
 //!
 //! Upstream requests are built fresh: the URL comes from configuration, framing headers are
 //! computed, hop-by-hop and routing-spoof headers are never copied, `Host` names the upstream.
 
+mod body;
 mod call;
+mod http_client;
+mod local;
 
+pub use body::UpstreamBody;
 pub use call::{CallerContext, call, list_tools};
+pub use http_client::HttpClient;
+pub use local::{Channel, Connector, LocalUpstream, UpstreamState};
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
 use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::config::{Upstream, UpstreamAuth};
 use crate::error::ProxyError;
 
-/// Connection-pooled HTTP client for one upstream.
+/// How the gateway reaches one upstream: a pooled HTTP client, or a [`LocalUpstream`] that
+/// serves Streamable HTTP in process (stdio programs, legacy HTTP+SSE servers).
 #[derive(Debug, Clone)]
-pub struct UpstreamClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+pub enum UpstreamClient {
+    Http(HttpClient),
+    Local(Arc<dyn LocalUpstream>),
 }
 
 impl UpstreamClient {
+    /// The HTTP client for HTTP upstreams. Local upstreams are built by the app, which owns
+    /// their processes and connections, and handed in with [`UpstreamClient::Local`].
     pub fn new(upstream: &Upstream) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(upstream.connect_timeout));
-        connector.enforce_http(true);
-        let client = Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(256)
-            // The gateway sets Host itself, to the upstream authority.
-            .set_host(false)
-            .build(connector);
-        Self { client }
+        UpstreamClient::Http(HttpClient::new(upstream))
     }
 
     /// Sends `request` and waits for the response headers, at most the upstream's
@@ -51,17 +50,39 @@ impl UpstreamClient {
         &self,
         upstream: &Upstream,
         request: Request<Full<Bytes>>,
-    ) -> Result<Response<Incoming>, ProxyError> {
-        tokio::time::timeout(upstream.response_timeout, self.client.request(request))
-            .await
-            .map_err(|_| ProxyError::UpstreamTimeout {
-                upstream: upstream.name.clone(),
-                timeout: upstream.response_timeout,
-            })?
-            .map_err(|source| ProxyError::UpstreamConnect {
-                upstream: upstream.name.clone(),
-                source,
-            })
+    ) -> Result<Response<UpstreamBody>, ProxyError> {
+        let timeout = |_| ProxyError::UpstreamTimeout {
+            upstream: upstream.name.clone(),
+            timeout: upstream.response_timeout,
+        };
+        match self {
+            UpstreamClient::Http(client) => {
+                let response =
+                    tokio::time::timeout(upstream.response_timeout, client.send(request))
+                        .await
+                        .map_err(timeout)?
+                        .map_err(|source| ProxyError::UpstreamConnect {
+                            upstream: upstream.name.clone(),
+                            source: Box::new(source),
+                        })?;
+                Ok(response.map(UpstreamBody::http))
+            }
+            UpstreamClient::Local(local) => {
+                let response =
+                    tokio::time::timeout(upstream.response_timeout, local.serve(request))
+                        .await
+                        .map_err(timeout)??;
+                Ok(response.map(UpstreamBody::local))
+            }
+        }
+    }
+
+    /// The upstream's state, for `/readyz` and the start-up log.
+    pub fn state(&self) -> UpstreamState {
+        match self {
+            UpstreamClient::Http(_) => UpstreamState::Ready,
+            UpstreamClient::Local(local) => local.state(),
+        }
     }
 }
 

@@ -6,8 +6,14 @@ use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
 
-use http::uri::{Authority, Scheme};
-use http::{HeaderName, Uri};
+mod upstream;
+
+pub use upstream::{
+    ClientCertificate, ProcessSharing, Secret, StdioCommand, TlsSettings, Transport, Upstream,
+    UpstreamAuth,
+};
+
+use http::HeaderName;
 
 /// Everything one gateway listener needs.
 #[derive(Debug, Clone)]
@@ -26,44 +32,6 @@ pub struct Route {
     /// Exact request path, such as `/mcp`.
     pub path: String,
     pub upstream: Upstream,
-}
-
-/// How the gateway reaches one upstream MCP server.
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    /// Name used in logs, metrics and (later) policy rules.
-    pub name: String,
-    /// Full endpoint URL; requests always go here, whatever the client asked for.
-    pub url: Uri,
-    pub scheme: Scheme,
-    /// Sent as `Host` so upstreams with DNS-rebinding protection accept the gateway.
-    pub authority: Authority,
-    pub auth: UpstreamAuth,
-    /// Time allowed for the TCP connection to the upstream.
-    pub connect_timeout: Duration,
-    /// Time allowed until the upstream's response headers arrive.
-    pub response_timeout: Duration,
-    /// Largest non-streaming response body accepted from the upstream.
-    pub max_response_bytes: NonZeroUsize,
-}
-
-/// What happens to the client's `Authorization` header.
-#[derive(Debug, Clone)]
-pub enum UpstreamAuth {
-    /// Pass the client's credential through unchanged (drop-in URL swap).
-    Forward,
-    /// Drop the client's credential and send the gateway's own.
-    Replace(Secret),
-}
-
-/// A header value that never shows up in `Debug` output or logs.
-#[derive(Clone)]
-pub struct Secret(pub http::HeaderValue);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(..)")
-    }
 }
 
 /// Limits that bound what one client can make the gateway hold or do.
