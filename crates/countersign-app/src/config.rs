@@ -292,8 +292,11 @@ impl RawConfig {
             "no upstream configured: pass --upstream URL or list `upstreams:` in the config file"
         );
         let mut routes: Vec<Route> = Vec::with_capacity(self.upstreams.len());
+        let mut legacy = Vec::with_capacity(self.upstreams.len());
         for (i, raw) in self.upstreams.into_iter().enumerate() {
-            let route = raw.validate().with_context(|| format!("upstreams[{i}]"))?;
+            let (route, legacy_setting) =
+                raw.validate().with_context(|| format!("upstreams[{i}]"))?;
+            legacy.push(legacy_setting);
             if let Some(other) = routes.iter().find(|r| r.path == route.path) {
                 bail!(
                     "upstreams[{i}]: path {} is already used by upstream `{}`",
@@ -312,6 +315,7 @@ impl RawConfig {
             }
             routes.push(route);
         }
+        upstream::legacy_endpoints(&mut routes, &legacy)?;
 
         let origins = match self.allowed_origins {
             None => default_origin_policy(),

@@ -84,7 +84,8 @@ impl RunningGateway {
         let admin_task = admin_listener
             .map(|l| tokio::spawn(admin::serve_admin(l, Arc::new(registry), readiness.clone())));
         for route in &config.proxy.routes {
-            info!(path = %route.path, upstream = %route.upstream.name, url = %route.upstream.url, "route");
+            let legacy_sse = route.legacy.as_ref().map_or("off", |l| l.sse.as_str());
+            info!(path = %route.path, legacy_sse, upstream = %route.upstream.name, url = %route.upstream.url, "route");
         }
         info!(%addr, admin = ?admin_addr, "countersign is listening");
 

@@ -54,6 +54,21 @@ pub enum ProxyError {
     UnknownPath,
     #[error("method {0} is not allowed on an MCP endpoint (use POST, GET or DELETE)")]
     MethodNotAllowed(http::Method),
+    #[error("method {method} is not allowed on this legacy HTTP+SSE endpoint (use {allow})")]
+    LegacyMethodNotAllowed {
+        method: http::Method,
+        allow: &'static str,
+    },
+    #[error(
+        "no legacy SSE session with this session_id is open at the gateway (it ended, or never \
+         existed); open a new one with GET on the SSE endpoint"
+    )]
+    UnknownLegacySession,
+    #[error(
+        "the gateway has {limit} legacy SSE sessions open (connections.max_open); retry once one \
+         has ended"
+    )]
+    TooManyLegacySessions { limit: usize },
     #[error("absolute-form request targets are refused; send origin-form (`POST /mcp`)")]
     AbsoluteFormTarget,
     #[error("query strings are not accepted on MCP endpoints")]
@@ -153,6 +168,8 @@ impl ProxyError {
         match self {
             ProxyError::UnknownPath
             | ProxyError::MethodNotAllowed(_)
+            | ProxyError::LegacyMethodNotAllowed { .. }
+            | ProxyError::UnknownLegacySession
             | ProxyError::AbsoluteFormTarget
             | ProxyError::QueryNotAllowed
             | ProxyError::MissingHost
@@ -191,14 +208,18 @@ impl ProxyError {
                 HitReason::StoreUnavailable => Side::Internal,
             },
             // The gateway's own capacity, not anything the client sent.
-            ProxyError::OverBodyBudget { .. } | ProxyError::Internal(_) => Side::Internal,
+            ProxyError::OverBodyBudget { .. }
+            | ProxyError::TooManyLegacySessions { .. }
+            | ProxyError::Internal(_) => Side::Internal,
         }
     }
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ProxyError::UnknownPath => StatusCode::NOT_FOUND,
-            ProxyError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ProxyError::UnknownPath | ProxyError::UnknownLegacySession => StatusCode::NOT_FOUND,
+            ProxyError::MethodNotAllowed(_) | ProxyError::LegacyMethodNotAllowed { .. } => {
+                StatusCode::METHOD_NOT_ALLOWED
+            }
             ProxyError::AbsoluteFormTarget
             | ProxyError::QueryNotAllowed
             | ProxyError::MissingHost
@@ -229,7 +250,9 @@ impl ProxyError {
             ProxyError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::TooManyClientRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             // Not 413: the body is within the limit, the gateway is just busy.
-            ProxyError::OverBodyBudget { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::OverBodyBudget { .. } | ProxyError::TooManyLegacySessions { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
@@ -255,6 +278,9 @@ impl ProxyError {
             ProxyError::UnsupportedProtocolVersion(_) => code::UNSUPPORTED_PROTOCOL_VERSION,
             ProxyError::UnknownPath
             | ProxyError::MethodNotAllowed(_)
+            | ProxyError::LegacyMethodNotAllowed { .. }
+            | ProxyError::UnknownLegacySession
+            | ProxyError::TooManyLegacySessions { .. }
             | ProxyError::AbsoluteFormTarget
             | ProxyError::QueryNotAllowed
             | ProxyError::MissingHost
@@ -324,8 +350,14 @@ impl ProxyError {
         {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
-        if matches!(self, ProxyError::MethodNotAllowed(_)) {
-            headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+        match &self {
+            ProxyError::MethodNotAllowed(_) => {
+                headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            }
+            ProxyError::LegacyMethodNotAllowed { allow, .. } => {
+                headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+            }
+            _ => {}
         }
         // A refused body may still be on the wire; closing is the only safe framing then.
         if matches!(
@@ -342,7 +374,9 @@ impl ProxyError {
         // Capacity refusals pass once other requests finish, which takes moments, not minutes.
         if matches!(
             self,
-            ProxyError::TooManyClientRequests { .. } | ProxyError::OverBodyBudget { .. }
+            ProxyError::TooManyClientRequests { .. }
+                | ProxyError::OverBodyBudget { .. }
+                | ProxyError::TooManyLegacySessions { .. }
         ) {
             headers.insert(
                 header::RETRY_AFTER,

@@ -37,7 +37,7 @@ pub struct StoreLabels {
 pub struct LimitLabels {
     /// Which limit was hit: `pending_questions_per_principal`, `pending_questions_per_session`,
     /// `rate_calls`, `rate_held`, `rate_questions`, `connections`, `requests_per_client`,
-    /// `in_flight_body_bytes`, `sse_idle_timeout`.
+    /// `in_flight_body_bytes`, `sse_idle_timeout`, `legacy_sessions`, `legacy_idle_timeout`.
     pub limit: &'static str,
 }
 
@@ -61,6 +61,7 @@ pub struct ProxyMetrics {
     sessions_forgotten: Counter,
     upstream_latency: Family<UpstreamLabels, Histogram>,
     open_streams: Family<UpstreamLabels, Gauge>,
+    legacy_sessions: Family<UpstreamLabels, Gauge>,
     store_latency: Family<StoreLabels, Histogram>,
     open_connections: Gauge,
     in_flight_body_bytes: Gauge,
@@ -89,6 +90,12 @@ impl ProxyMetrics {
             "countersign_open_streams",
             "Server-Sent Event streams currently relayed to clients",
             open_streams.clone(),
+        );
+        let legacy_sessions = Family::<UpstreamLabels, Gauge>::default();
+        registry.register(
+            "countersign_legacy_sessions",
+            "Sessions of 2024-11-05 HTTP+SSE clients currently open, by upstream",
+            legacy_sessions.clone(),
         );
         let store_latency = Family::<StoreLabels, Histogram>::new_with_constructor(
             latency_histogram as fn() -> Histogram,
@@ -147,6 +154,7 @@ impl ProxyMetrics {
             sessions_forgotten,
             upstream_latency,
             open_streams,
+            legacy_sessions,
             store_latency,
             open_connections,
             in_flight_body_bytes,
@@ -213,6 +221,15 @@ impl ProxyMetrics {
         StreamGuard { gauge }
     }
 
+    /// Counts a legacy HTTP+SSE session as open until the returned guard is dropped.
+    pub fn legacy_session_opened(&self, upstream: &'static str) -> StreamGuard {
+        let gauge = self
+            .legacy_sessions
+            .get_or_create_owned(&UpstreamLabels { upstream });
+        gauge.inc();
+        StreamGuard { gauge }
+    }
+
     /// Counts a connection as open until the returned guard is dropped.
     pub fn connection_opened(&self) -> ConnectionGuard {
         self.open_connections.inc();
@@ -259,7 +276,7 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 21))
 }
 
-/// Decrements the open-streams gauge when the relayed stream ends, however it ends.
+/// Decrements the open-streams (or legacy-sessions) gauge when the stream ends, however it ends.
 #[derive(Debug)]
 pub struct StreamGuard {
     gauge: Gauge,
