@@ -224,6 +224,10 @@ pub enum Peer {
     PythonLegacy,
     /// The Python SDK speaking stateless 2026-07-28.
     PythonStateless,
+    /// The Python SDK's 2024-11-05 HTTP+SSE client (`mcp.client.sse.sse_client`). Given the
+    /// gateway's MCP endpoint it connects to the legacy SSE endpoint beside it
+    /// ([`legacy_sse_url`]), as a legacy client's swapped URL does.
+    PythonSse,
     TypeScript,
 }
 
@@ -231,16 +235,19 @@ impl Peer {
     /// The command running `script` against `url`, with the script's `options`.
     pub fn command(self, url: &str, script: &str, options: &[&str]) -> Command {
         let mut command = match self {
-            Peer::PythonLegacy | Peer::PythonStateless => {
-                let mode = if self == Peer::PythonLegacy {
-                    "legacy"
-                } else {
+            Peer::PythonLegacy | Peer::PythonStateless | Peer::PythonSse => {
+                let mode = if self == Peer::PythonStateless {
                     "2026-07-28"
+                } else {
+                    "legacy"
                 };
                 let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
                 command
                     .arg(peers_dir().join("python/client.py"))
                     .args(["--mode", mode]);
+                if self == Peer::PythonSse {
+                    command.args(["--transport", "sse"]);
+                }
                 command
             }
             Peer::TypeScript => {
@@ -252,11 +259,24 @@ impl Peer {
                 command
             }
         };
+        let url = match self {
+            Peer::PythonSse if url.ends_with("/mcp") => legacy_sse_url(url),
+            _ => url.to_owned(),
+        };
         command
-            .args(["--url", url, "--script", script])
+            .args(["--url", &url, "--script", script])
             .args(options);
         command
     }
+}
+
+/// The legacy HTTP+SSE endpoint the gateway serves beside its MCP endpoint `url` (`…/mcp` →
+/// `…/sse`): what a legacy client's configuration points at after the one-line URL swap.
+pub fn legacy_sse_url(url: &str) -> String {
+    let base = url
+        .strip_suffix("/mcp")
+        .expect("the gateway's endpoint ends in /mcp");
+    format!("{base}/sse")
 }
 
 /// Runs one client script against `url` to its end and returns its transcript.

@@ -62,11 +62,12 @@ where
     S: Service<Request<AdaptedBody<B>>, Response = Response<ResponseBody>, Error = Infallible>
         + Clone,
 {
-    session.stream_wanted.notified().await;
+    session.until_stream_wanted().await;
     let mut failures = 0;
     loop {
         let request = session_request::<B>(session, Method::GET);
         let Ok(response) = inner.clone().oneshot(request).await;
+        session.stream_answered();
         let status = response.status();
         let in_session = InSession(session.upstream().id.is_some());
         let opened = status.is_success();

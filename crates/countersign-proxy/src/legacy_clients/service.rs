@@ -1,6 +1,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -23,6 +24,9 @@ use crate::client_limit::PeerAddr;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::route::{LegacyEndpoint, Route};
+
+/// Longest a session's first message after `initialize` waits for the upstream GET stream.
+const STREAM_OPEN_WAIT: Duration = Duration::from_secs(10);
 
 /// Serves the legacy HTTP+SSE endpoints of every route and passes everything else on; see the
 /// [module docs](super).
@@ -174,29 +178,49 @@ impl Shared {
         session.activity.touch();
         // Sent once `initialize` has negotiated a version: a message of the initialized session.
         let initialized = session.upstream().protocol_version.is_some();
+        // The first such message (`notifications/initialized`) is answered only once the
+        // upstream GET stream is open: legacy clients send one message at a time, so nothing
+        // the upstream sends in reaction to the next one can miss the stream.
+        let opens_stream = initialized && !session.stream_wanted();
         let (request, in_session, taken) = message_post(&session, request);
         let flag = taken.flag();
-        let (refused, refusal) = oneshot::channel();
+        let (answer, answered) = oneshot::channel();
         let max_message_bytes = self.settings.max_message_bytes;
         tokio::spawn(async move {
             let Ok(response) = inner.oneshot(request).await;
             if !flag.was_taken() {
                 // Refused before the body was read: the message was not taken, and the POST
                 // itself says so.
-                let _ = refused.send(response);
+                let _ = answer.send(response);
                 return;
             }
-            drop(refused);
-            let accepted = response.status().is_success();
+            let status = response.status();
+            // Only a notification's answer (202, nothing to deliver) waits for the stream; a
+            // request's answer may take as long as its call does.
+            let mut answer = Some(answer);
+            let holds = opens_stream && status == StatusCode::ACCEPTED;
+            if !holds && let Some(answer) = answer.take() {
+                let _ = answer.send(accepted());
+            }
             let delivered = deliver(&session, response, in_session, max_message_bytes).await;
-            if accepted && initialized && delivered == Delivered::All {
-                session.stream_wanted.notify_one();
+            if status.is_success() && initialized && delivered == Delivered::All {
+                session.want_stream();
+                if holds {
+                    let opened = session.until_stream_answered();
+                    let _ = tokio::time::timeout(STREAM_OPEN_WAIT, opened).await;
+                }
+            }
+            if let Some(answer) = answer {
+                let _ = answer.send(accepted());
             }
         });
+        if opens_stream {
+            return answered.await.unwrap_or_else(|_| accepted());
+        }
         tokio::select! {
             biased;
             Ok(()) = taken.receiver => accepted(),
-            answer = refusal => answer.unwrap_or_else(|_| accepted()),
+            answer = answered => answer.unwrap_or_else(|_| accepted()),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::client_limit::{ClientSlot, PeerAddr};
@@ -37,14 +37,24 @@ pub(super) struct Session {
     pub(super) peer: Option<PeerAddr>,
     pub(super) outbox: mpsc::Sender<Outgoing>,
     upstream: Mutex<UpstreamSession>,
-    /// Notified once the upstream has accepted a message of the initialized session: time to
-    /// open its GET stream.
-    pub(super) stream_wanted: Notify,
+    /// Where the upstream GET stream of the session stands.
+    stream: watch::Sender<ServerStream>,
     /// The upstream answered a request of the session with 404: it ended the session.
     upstream_gone: AtomicBool,
     /// Messages queued for the client so far.
     queued: AtomicU64,
     pub(super) activity: Arc<Activity>,
+}
+
+/// The upstream GET stream of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerStream {
+    /// The session is not initialized yet.
+    NotYet,
+    /// The upstream accepted a message of the initialized session: time to open it.
+    Wanted,
+    /// The upstream has answered the first attempt to open it (or it will not be opened).
+    Answered,
 }
 
 /// What the gateway learnt from the upstream's answer to `initialize`.
@@ -73,7 +83,7 @@ impl Session {
             peer,
             outbox,
             upstream: Mutex::default(),
-            stream_wanted: Notify::new(),
+            stream: watch::Sender::new(ServerStream::NotYet),
             upstream_gone: AtomicBool::new(false),
             queued: AtomicU64::new(0),
             activity,
@@ -104,6 +114,38 @@ impl Session {
         }
         upstream.protocol_version = Some(version);
         true
+    }
+
+    /// The upstream accepted a message of the initialized session: its GET stream may open.
+    pub(super) fn want_stream(&self) {
+        self.stream.send_if_modified(|state| {
+            let first = *state == ServerStream::NotYet;
+            if first {
+                *state = ServerStream::Wanted;
+            }
+            first
+        });
+    }
+
+    pub(super) fn stream_wanted(&self) -> bool {
+        *self.stream.borrow() != ServerStream::NotYet
+    }
+
+    /// Waits until [`Self::want_stream`].
+    pub(super) async fn until_stream_wanted(&self) {
+        let mut state = self.stream.subscribe();
+        let _ = state.wait_for(|s| *s != ServerStream::NotYet).await;
+    }
+
+    /// The first attempt to open the GET stream has its answer.
+    pub(super) fn stream_answered(&self) {
+        self.stream.send_replace(ServerStream::Answered);
+    }
+
+    /// Waits until [`Self::stream_answered`].
+    pub(super) async fn until_stream_answered(&self) {
+        let mut state = self.stream.subscribe();
+        let _ = state.wait_for(|s| *s == ServerStream::Answered).await;
     }
 
     pub(super) fn mark_upstream_gone(&self) {
