@@ -172,7 +172,8 @@ impl Shared {
             .principal(request.headers())
             .map(|p| p.id);
         // Another principal's session is answered as if it did not exist: an id is no key.
-        let Some(session) = session.filter(|s| s.principal == principal) else {
+        let Some(session) = session.filter(|s| s.principal == principal && !s.upstream_gone())
+        else {
             return ProxyError::UnknownLegacySession.answer(None, metrics, label, "POST");
         };
         session.activity.touch();

@@ -244,11 +244,6 @@ impl LegacySessions {
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
     }
-
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
 }
 
 /// Held by a session's stream: when the stream goes (it ended, or the client went away), the
@@ -260,6 +255,13 @@ pub(super) struct SessionGuard {
     pub(super) id: String,
     pub(super) _slot: ClientSlot,
     pub(super) _gauge: StreamGuard,
+}
+
+impl SessionGuard {
+    /// The stream has ended: the session leaves the table now, not when the body is dropped.
+    pub(super) fn end(&self) {
+        self.sessions.remove(&self.id);
+    }
 }
 
 impl Drop for SessionGuard {

@@ -103,6 +103,7 @@ impl Body for LegacyStream {
             }
             Poll::Ready(Some(Outgoing::End) | None) => {
                 *this.ended = true;
+                this.guard.end();
                 return Poll::Ready(None);
             }
             Poll::Pending => {}
@@ -121,6 +122,7 @@ impl Body for LegacyStream {
                 );
                 this.metrics.record_limit_hit("legacy_idle_timeout");
                 *this.ended = true;
+                this.guard.end();
                 return Poll::Ready(None);
             }
             let keep_alive_due = now >= *this.sent_at + this.quiet.keep_alive;
