@@ -134,6 +134,11 @@ pub enum ProxyError {
     UpstreamTimeout { upstream: String, timeout: Duration },
     #[error("upstream `{upstream}` sent a response larger than {limit} bytes")]
     UpstreamResponseTooLarge { upstream: String, limit: usize },
+    #[error(
+        "upstream `{upstream}` sent an event larger than {limit} bytes (its max_response_bytes \
+         or limits.max_sse_event_bytes, whichever is smaller)"
+    )]
+    UpstreamEventTooLarge { upstream: String, limit: usize },
     #[error("upstream `{upstream}` response body failed: {source}")]
     UpstreamBody {
         upstream: String,
@@ -183,6 +188,7 @@ impl ProxyError {
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamTimeout { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
+            | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. } => Side::Upstream,
             ProxyError::RateLimited(hit) => match hit.reason {
@@ -232,6 +238,7 @@ impl ProxyError {
             ProxyError::OverBodyBudget { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
+            | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
@@ -275,6 +282,7 @@ impl ProxyError {
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamTimeout { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
+            | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. }
             | ProxyError::Internal(_) => code::INTERNAL_ERROR,
