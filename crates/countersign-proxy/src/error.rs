@@ -124,7 +124,7 @@ pub enum ProxyError {
     HeaderMismatch(String),
     #[error("unsupported protocol version `{0}`")]
     UnsupportedProtocolVersion(String),
-    #[error("upstream `{upstream}` is unreachable: {source}")]
+    #[error("upstream `{upstream}` is unreachable: {}", causes(source.as_ref()))]
     UpstreamConnect {
         upstream: String,
         #[source]
@@ -139,7 +139,7 @@ pub enum ProxyError {
          or limits.max_sse_event_bytes, whichever is smaller)"
     )]
     UpstreamEventTooLarge { upstream: String, limit: usize },
-    #[error("upstream `{upstream}` response body failed: {source}")]
+    #[error("upstream `{upstream}` response body failed: {}", causes(source.as_ref()))]
     UpstreamBody {
         upstream: String,
         #[source]
@@ -359,4 +359,21 @@ impl ProxyError {
         }
         response
     }
+}
+
+/// `error` and every error under it, `: `-separated, leaving out a cause whose text its parent
+/// already shows. Client errors (hyper's among them) keep the useful part — "connection
+/// refused", the TLS verdict — in their sources, not in their own text.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        next = cause.source();
+    }
+    text
 }
