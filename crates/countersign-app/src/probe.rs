@@ -30,7 +30,7 @@ pub(crate) async fn announce(route: Route) {
     let target = target(&route);
     info!(path, upstream = name, kind, target, "route");
     match probe(&route.upstream, &route.client).await {
-        Ok(status) => info!(upstream = name, kind, %status, "upstream answered"),
+        Ok(()) => info!(upstream = name, kind, "upstream reached"),
         Err(error) => warn!(
             upstream = name,
             kind,
