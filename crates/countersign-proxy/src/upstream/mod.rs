@@ -13,12 +13,14 @@ mod body;
 mod call;
 mod health;
 mod http_client;
+mod legacy_sse;
 mod local;
 mod probe;
 
 pub use body::UpstreamBody;
 pub use call::{CallerContext, call, list_tools};
 pub use http_client::HttpClient;
+pub use legacy_sse::LegacySseConnector;
 pub use local::{Channel, Connector, LocalUpstream, UpstreamState};
 pub use probe::probe;
 
