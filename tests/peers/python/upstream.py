@@ -11,7 +11,11 @@ The state is real and shared by every session of the process: tests judge a
 gateway by what the upstream actually executed (`audit_log`), never by what
 the gateway says it did.
 
-Usage: upstream.py --port N [--json-response]
+Usage: upstream.py --port N [--json-response] [--transport streamable-http|sse]
+
+With `--transport sse` it speaks only the legacy 2024-11-05 HTTP+SSE transport
+instead: `GET /sse` opens the stream, whose `endpoint` event names
+`/messages/?session_id=…`.
 Prints exactly one line `READY` on stdout once the port accepts connections;
 everything else goes to stderr. Exits non-zero with a message on failure.
 """
@@ -239,9 +243,12 @@ def _bind(port: int) -> socket.socket:
     return sock
 
 
-async def serve(port: int, json_response: bool) -> int:
+async def serve(port: int, json_response: bool, transport: str) -> int:
     sock = _bind(port)
-    app = mcp.streamable_http_app(json_response=json_response, host="127.0.0.1")
+    if transport == "sse":
+        app = mcp.sse_app(host="127.0.0.1")
+    else:
+        app = mcp.streamable_http_app(json_response=json_response, host="127.0.0.1")
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -271,13 +278,19 @@ def main() -> int:
         action="store_true",
         help="answer legacy POSTs with application/json instead of text/event-stream",
     )
+    parser.add_argument(
+        "--transport",
+        choices=["streamable-http", "sse"],
+        default="streamable-http",
+        help="sse: serve only the legacy 2024-11-05 HTTP+SSE transport (GET /sse)",
+    )
     args = parser.parse_args()
     if not 0 < args.port < 65536:
         parser.error(f"--port {args.port} is not a TCP port")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="upstream.py: %(name)s: %(message)s")
     _declare_resources_list_changed()
     try:
-        return asyncio.run(serve(args.port, args.json_response))
+        return asyncio.run(serve(args.port, args.json_response, args.transport))
     except KeyboardInterrupt:
         return 0
 
