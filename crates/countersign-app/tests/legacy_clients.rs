@@ -45,6 +45,18 @@ async fn start() -> Harness {
     start_with("", None).await
 }
 
+/// A store that answers `ping` as some servers answer what they do not serve: plain text.
+async fn start_with_plain_text_ping() -> Harness {
+    let server = ScriptedServer::new(tools()).with_handler(|message| {
+        (message["method"] == "ping").then(|| Reply::Full {
+            status: http::StatusCode::METHOD_NOT_ALLOWED,
+            headers: vec![("content-type".into(), "text/plain".into())],
+            body: bytes::Bytes::from_static(b"Method Not Allowed"),
+        })
+    });
+    Harness::start_with(server.start().await, "", "").await
+}
+
 /// A legacy client's open stream.
 struct LegacyStream {
     body: Incoming,
@@ -452,4 +464,28 @@ async fn a_route_can_turn_its_legacy_endpoints_off() {
     .await;
     assert_eq!(refused.status(), 404);
     assert!(h.upstream.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_request_answered_without_json_rpc_gets_an_error_on_the_stream() {
+    let h = start_with_plain_text_ping().await;
+    let mut stream = LegacyStream::open(&h, &[]).await;
+    stream.initialize(&h, &[]).await;
+
+    let accepted = stream
+        .post(
+            &h,
+            &[],
+            &json!({"jsonrpc": "2.0", "id": "p-1", "method": "ping"}),
+        )
+        .await;
+    assert_eq!(accepted.status, 202);
+    let answer = stream.next_message().await;
+    assert_eq!(answer["id"], "p-1", "{answer}");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("upstream `store`") && message.contains("405"),
+        "the error names the upstream and what it answered: {message}"
+    );
 }

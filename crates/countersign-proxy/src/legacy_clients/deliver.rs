@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use countersign_jsonrpc::RawJson;
+use countersign_jsonrpc::message::error_response;
 use countersign_jsonrpc::sse::{SseDecoder, SseEvent};
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -11,6 +12,8 @@ use tracing::debug;
 use super::requests::InSession;
 use super::sessions::{Outgoing, Session};
 use crate::body::ResponseBody;
+use crate::error::code;
+use crate::parse::RequestIds;
 use crate::upstream::is_event_stream;
 
 /// How a delivery ended.
@@ -50,11 +53,50 @@ pub(super) async fn deliver(
     if is_event_stream(&parts.headers) {
         relay_events(session, body, max_message_bytes).await
     } else {
-        relay_json(session, body, max_message_bytes).await
+        let unanswered = Unanswered {
+            status: parts.status,
+            ids: parts.extensions.get::<RequestIds>(),
+        };
+        relay_json(session, body, max_message_bytes, unanswered).await
     }
 }
 
-async fn relay_json(session: &Session, mut body: ResponseBody, limit: usize) -> Delivered {
+/// The requests of a POST whose answer may hold no JSON-RPC message (an upstream that answered
+/// `405 Method Not Allowed` in plain text, say), and the status it came with.
+struct Unanswered<'a> {
+    status: StatusCode,
+    ids: Option<&'a RequestIds>,
+}
+
+impl Unanswered<'_> {
+    /// A JSON-RPC error for each request, so a legacy client, which never sees the HTTP status,
+    /// is not left waiting for an answer that will not come.
+    async fn answer(&self, session: &Session) -> Delivered {
+        let Some(RequestIds(ids)) = self.ids else {
+            return Delivered::All;
+        };
+        let message = format!(
+            "upstream `{}` answered HTTP {} without a JSON-RPC response the gateway could pass on",
+            session.route.upstream.name, self.status
+        );
+        for id in ids {
+            let error = error_response(Some(id), code::INTERNAL_ERROR, message.clone(), None);
+            let error = String::from_utf8(error).expect("a serialized error is UTF-8");
+            let delivered = forward(session, &error).await;
+            if delivered != Delivered::All {
+                return delivered;
+            }
+        }
+        Delivered::All
+    }
+}
+
+async fn relay_json(
+    session: &Session,
+    mut body: ResponseBody,
+    limit: usize,
+    unanswered: Unanswered<'_>,
+) -> Delivered {
     // Read frame by frame rather than with `Limited`: the relay has bounded the body already,
     // this only keeps a legacy client's message within the same limit as an event.
     let mut bytes = Vec::new();
@@ -68,28 +110,24 @@ async fn relay_json(session: &Session, mut body: ResponseBody, limit: usize) -> 
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
                     if bytes.len() + data.len() > limit {
-                        debug!(session = %session.id, limit, "answer too large for the legacy client; not delivered");
-                        return Delivered::Broken;
+                        debug!(session = %session.id, limit, "answer too large for the legacy client");
+                        return unanswered.answer(session).await;
                     }
                     bytes.extend_from_slice(&data);
                 }
             }
             Some(Err(error)) => {
-                debug!(session = %session.id, %error, "answer not delivered to the legacy client");
-                return Delivered::Broken;
+                debug!(session = %session.id, %error, "answer broke off before the legacy client got it");
+                return unanswered.answer(session).await;
             }
             None => break,
         }
     }
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Delivered::All;
-    }
+    // Only JSON is a message; anything else (an empty 202, an upstream's plain-text error) is
+    // not written to the stream.
     match std::str::from_utf8(&bytes) {
-        Ok(text) => forward(session, text).await,
-        Err(_) => {
-            debug!(session = %session.id, "answer is not UTF-8; not delivered to the legacy client");
-            Delivered::Broken
-        }
+        Ok(text) if RawJson::parse_slice(text.as_bytes()).is_ok() => forward(session, text).await,
+        _ => unanswered.answer(session).await,
     }
 }
 

@@ -7,6 +7,7 @@ use http::{Method, Request, Uri};
 use super::body::AdaptedBody;
 use super::sessions::Session;
 use crate::client_limit::PeerAddr;
+use crate::parse::WantRequestIds;
 use crate::route::{LegacyEndpoint, Route};
 use crate::wire::MCP_PROTOCOL_VERSION;
 
@@ -69,6 +70,9 @@ pub(super) fn message_post<B>(
     );
     parts.uri = route_uri(&session.route);
     parts.extensions.remove::<LegacyEndpoint>();
+    // The client cannot see this POST's HTTP status: if the answer holds no JSON-RPC message,
+    // the session answers each request itself.
+    parts.extensions.insert(WantRequestIds);
     let (body, taken) = AdaptedBody::watched(body);
     (Request::from_parts(parts, body), in_session, taken)
 }
