@@ -14,6 +14,7 @@ use countersign_proxy::config::{
 };
 use serde::Deserialize;
 
+mod legacy_paths;
 mod rate_limits;
 mod upstream;
 mod upstream_flag;
@@ -315,7 +316,7 @@ impl RawConfig {
             }
             routes.push(route);
         }
-        upstream::legacy_endpoints(&mut routes, &legacy)?;
+        legacy_paths::legacy_endpoints(&mut routes, &legacy)?;
 
         let origins = match self.allowed_origins {
             None => default_origin_policy(),

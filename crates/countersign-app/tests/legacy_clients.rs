@@ -395,7 +395,7 @@ async fn hardening_refuses_smuggled_and_foreign_origin_legacy_requests() {
 async fn a_session_stream_takes_one_of_its_clients_request_slots() {
     let h = start_with("connections: { max_requests_per_client: 2 }\n", None).await;
     let _first = LegacyStream::open(&h, &[]).await;
-    let mut second = LegacyStream::open(&h, &[]).await;
+    let second = LegacyStream::open(&h, &[]).await;
 
     let refused = within(
         "the third stream's answer",

@@ -34,7 +34,7 @@ impl ClientLimitLayer {
     pub fn admit<B>(
         &self,
         request: &http::Request<B>,
-    ) -> Result<ClientSlot, http::Response<ResponseBody>> {
+    ) -> Result<ClientSlot, Box<http::Response<ResponseBody>>> {
         self.settings.admit(request)
     }
 }

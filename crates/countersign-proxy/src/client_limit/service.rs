@@ -43,17 +43,17 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         match self.settings.admit(&request) {
             Ok(slot) => ResponseFuture::inner(self.inner.call(request), slot),
-            Err(refusal) => ResponseFuture::answered(refusal),
+            Err(refusal) => ResponseFuture::answered(*refusal),
         }
     }
 }
 
 impl ClientLimitSettings {
-    /// A slot for `request`'s client, or the 429 that refuses it.
+    /// A slot for `request`'s client, or the 429 that refuses it (boxed: the cold path).
     pub(super) fn admit<B>(
         &self,
         request: &Request<B>,
-    ) -> Result<ClientSlot, Response<ResponseBody>> {
+    ) -> Result<ClientSlot, Box<Response<ResponseBody>>> {
         let peer = request.extensions().get::<PeerAddr>().map(|p| p.0.ip());
         let key = client_key(&self.address, request.headers(), peer);
         if let Some(slot) = self.slots.take(key) {
@@ -72,6 +72,11 @@ impl ClientLimitSettings {
             _ => "POST",
         };
         let error = ProxyError::TooManyClientRequests { limit };
-        Err(error.answer(None, &self.metrics, upstream, method))
+        Err(Box::new(error.answer(
+            None,
+            &self.metrics,
+            upstream,
+            method,
+        )))
     }
 }

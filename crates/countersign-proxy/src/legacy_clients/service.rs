@@ -101,7 +101,7 @@ impl Shared {
         // The stream is a request in flight for as long as it is open, as a GET stream is.
         let slot = match settings.client_limit.admit(&request) {
             Ok(slot) => slot,
-            Err(refusal) => return refusal,
+            Err(refusal) => return *refusal,
         };
         let principal = settings.identity.principal(request.headers()).map(|p| p.id);
         let id = uuid::Uuid::new_v4().simple().to_string();
