@@ -199,6 +199,12 @@ impl Gateway {
         assert_eq!(request.method(), Method::GET);
         assert_eq!(request.headers()["mcp-session-id"], "s-1");
         assert_eq!(request.headers()["accept"], "text/event-stream");
+        // Everything else has gone as far as it can: the POST still waits for the stream.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(
+            !post.is_finished(),
+            "the first message after initialize is answered once the GET stream is"
+        );
         reply.send_response(get);
         assert_eq!(post.await.expect("the POST").status(), StatusCode::ACCEPTED);
     }
