@@ -229,6 +229,9 @@ pub enum Peer {
     /// ([`legacy_sse_url`]), as a legacy client's swapped URL does.
     PythonSse,
     TypeScript,
+    /// The TypeScript SDK's 2024-11-05 HTTP+SSE client (`SSEClientTransport`), connecting as
+    /// [`Peer::PythonSse`] does.
+    TypeScriptSse,
 }
 
 impl Peer {
@@ -250,17 +253,20 @@ impl Peer {
                 }
                 command
             }
-            Peer::TypeScript => {
+            Peer::TypeScript | Peer::TypeScriptSse => {
                 let mut command = Command::new(tool_env("COUNTERSIGN_NODE"));
                 command.arg(peers_dir().join("node/client.mjs")).env(
                     "COUNTERSIGN_NODE_MODULES",
                     tool_env("COUNTERSIGN_NODE_MODULES"),
                 );
+                if self == Peer::TypeScriptSse {
+                    command.args(["--transport", "sse"]);
+                }
                 command
             }
         };
         let url = match self {
-            Peer::PythonSse if url.ends_with("/mcp") => legacy_sse_url(url),
+            Peer::PythonSse | Peer::TypeScriptSse if url.ends_with("/mcp") => legacy_sse_url(url),
             _ => url.to_owned(),
         };
         command
