@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use countersign_proxy::config::{
-    HostPattern, HostPolicy, Limits, OriginPolicy, ProxyConfig, Route, default_host_policy,
-    default_origin_policy,
+    HostPattern, HostPolicy, Limits, OriginPolicy, ProxyConfig, Route, Transport,
+    default_host_policy, default_origin_policy,
 };
 use serde::Deserialize;
 
@@ -291,6 +291,11 @@ impl RawConfig {
             !self.upstreams.is_empty(),
             "no upstream configured: pass --upstream URL or list `upstreams:` in the config file"
         );
+        let credential_variables: Vec<String> = self
+            .upstreams
+            .iter()
+            .filter_map(|u| u.credential_variable().map(str::to_owned))
+            .collect();
         let mut routes: Vec<Route> = Vec::with_capacity(self.upstreams.len());
         for (i, raw) in self.upstreams.into_iter().enumerate() {
             let route = raw.validate().with_context(|| format!("upstreams[{i}]"))?;
@@ -311,6 +316,11 @@ impl RawConfig {
                 );
             }
             routes.push(route);
+        }
+        for route in &mut routes {
+            if let Transport::Stdio(command) = &mut route.upstream.transport {
+                command.withheld_env = credential_variables.clone();
+            }
         }
 
         let origins = match self.allowed_origins {

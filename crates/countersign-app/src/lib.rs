@@ -79,6 +79,13 @@ impl RunningGateway {
                 .is_some()
                 .then(|| gateway.approval.store.clone()),
         );
+        let routes = gateway.routes.clone();
+        for route in &routes {
+            if let countersign_proxy::upstream::UpstreamState::Failed(reason) = route.client.state()
+            {
+                warn!(upstream = %route.upstream.name, %reason, "upstream is not ready");
+            }
+        }
         let service = gateway_service(&config.proxy, gateway);
 
         let admin_task = admin_listener
@@ -104,6 +111,11 @@ impl RunningGateway {
             let result =
                 countersign_proxy::serve(listener, service, &listener_limits, shutdown, drain)
                     .await;
+            // After the drain, so no request still needs them: stop the processes of stdio
+            // upstreams (their whole process groups) and wait until they are gone.
+            for route in &routes {
+                route.client.shutdown().await;
+            }
             if let Some(task) = admin_task {
                 task.abort();
             }
@@ -207,6 +219,7 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let rate_limits = rate_limits(config, clock.clone(), metrics.clone()).await?;
+    let routes = countersign_proxy::routes(&config.proxy, &metrics, &clock);
     Ok(Gateway {
         identity: approval.identity.clone(),
         policy: Arc::new(PolicyHandle::new(approval.policy.clone())),
@@ -231,7 +244,7 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
             rate_limits,
         },
         metrics,
-        routes: countersign_proxy::routes(&config.proxy),
+        routes,
     })
 }
 

@@ -37,17 +37,22 @@ pub trait Connector: Send + Sync + fmt::Debug + 'static {
     fn open(&self) -> BoxFuture<'static, Result<Channel, ProxyError>>;
 }
 
-/// A duplex stream of JSON-RPC messages with one server instance. Dropping it ends the
+/// A duplex stream of JSON-RPC messages with one server instance. Dropping `instance` ends the
 /// instance (kills the process group, closes the connection).
 pub struct Channel {
-    /// One serialized JSON-RPC message per item, without a trailing newline.
+    /// One serialized JSON-RPC message per item (compact: no line breaks), without a trailing
+    /// newline.
     pub to_server: mpsc::Sender<Bytes>,
-    /// One JSON-RPC message per item; ends when the instance is gone.
+    /// One JSON-RPC message per item; ends when the instance is gone. A connector bounds each
+    /// item by the upstream's `max_response_bytes`: an instance that sends more is ended.
     pub from_server: mpsc::Receiver<Bytes>,
     /// Keeps the instance alive; its `Drop` ends it.
     pub instance: Box<dyn Send + Sync>,
     /// For logs: the process id, or the connection's URL.
     pub describe: String,
+    /// Resolves once the instance is gone — on its own, or after `instance` was dropped — to how
+    /// it ended (`exit status: 1`), which the errors of the requests it left unanswered name.
+    pub ended: BoxFuture<'static, String>,
 }
 
 impl fmt::Debug for Channel {

@@ -10,9 +10,11 @@
 //! computed, hop-by-hop and routing-spoof headers are never copied, `Host` names the upstream.
 
 mod body;
+pub mod bridge;
 mod call;
 mod http_client;
 mod local;
+pub mod stdio;
 
 pub use body::UpstreamBody;
 pub use call::{CallerContext, call, list_tools};
@@ -26,7 +28,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
 use http_body_util::Full;
 
-use crate::config::{Upstream, UpstreamAuth};
+use crate::config::{Transport, Upstream, UpstreamAuth};
 use crate::error::ProxyError;
 
 /// How the gateway reaches one upstream: a pooled HTTP client, or a [`LocalUpstream`] that
@@ -42,6 +44,35 @@ impl UpstreamClient {
     /// their processes and connections, and handed in with [`UpstreamClient::Local`].
     pub fn new(upstream: &Upstream) -> Self {
         UpstreamClient::Http(HttpClient::new(upstream))
+    }
+
+    /// The client for `upstream` whatever its transport: for a stdio upstream, the bridge that
+    /// starts its processes (none runs until a client needs one; stop them with
+    /// [`UpstreamClient::shutdown`]).
+    pub fn for_upstream(
+        upstream: &Upstream,
+        label: &'static str,
+        metrics: &crate::metrics::ProxyMetrics,
+        clock: &Arc<dyn crate::clock::Clock>,
+    ) -> Self {
+        match &upstream.transport {
+            Transport::Stdio(command) => UpstreamClient::Local(Arc::new(stdio::stdio_upstream(
+                upstream,
+                command,
+                label,
+                metrics.clone(),
+                clock.clone(),
+            ))),
+            Transport::StreamableHttp | Transport::LegacySse => UpstreamClient::new(upstream),
+        }
+    }
+
+    /// Ends a local upstream's instances and waits until they are gone (nothing to do for
+    /// HTTP upstreams). The app calls it once the listener has drained.
+    pub async fn shutdown(&self) {
+        if let UpstreamClient::Local(local) = self {
+            local.shutdown().await;
+        }
     }
 
     /// Sends `request` and waits for the response headers, at most the upstream's
