@@ -12,8 +12,11 @@ gateway by what the upstream actually executed (`audit_log`), never by what
 the gateway says it did.
 
 Usage: upstream.py --port N [--json-response]
-Prints exactly one line `READY` on stdout once the port accepts connections;
-everything else goes to stderr. Exits non-zero with a message on failure.
+       upstream.py --stdio
+Over HTTP it prints exactly one line `READY` on stdout once the port accepts
+connections; everything else goes to stderr. With `--stdio` it speaks MCP on
+stdin and stdout (one JSON-RPC message per line, as a gateway's stdio upstream)
+and logs to stderr. Exits non-zero with a message on failure.
 """
 
 from __future__ import annotations
@@ -265,17 +268,33 @@ async def serve(port: int, json_response: bool) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, required=True, help="TCP port on 127.0.0.1")
+    parser.add_argument("--port", type=int, help="TCP port on 127.0.0.1")
+    parser.add_argument(
+        "--stdio",
+        action="store_true",
+        help="speak MCP on stdin/stdout instead of HTTP (state is then per process, so per stdio instance)",
+    )
     parser.add_argument(
         "--json-response",
         action="store_true",
         help="answer legacy POSTs with application/json instead of text/event-stream",
     )
     args = parser.parse_args()
-    if not 0 < args.port < 65536:
+    if args.stdio:
+        if args.port is not None or args.json_response:
+            parser.error("--stdio takes neither --port nor --json-response")
+    elif args.port is None:
+        parser.error("give --port N (HTTP) or --stdio")
+    elif not 0 < args.port < 65536:
         parser.error(f"--port {args.port} is not a TCP port")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="upstream.py: %(name)s: %(message)s")
     _declare_resources_list_changed()
+    if args.stdio:
+        try:
+            mcp.run("stdio")
+        except KeyboardInterrupt:
+            pass
+        return 0
     try:
         return asyncio.run(serve(args.port, args.json_response))
     except KeyboardInterrupt:

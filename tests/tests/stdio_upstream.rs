@@ -1,0 +1,371 @@
+//! stdio upstreams through the real gateway binary: the Python SDK notes store run as a stdio
+//! program (`upstream.py --stdio`) and a published stdio server from npm
+//! (`@modelcontextprotocol/server-memory`), both started by the gateway itself.
+//!
+//! Real SDK clients must see exactly the session they see against the same server over HTTP;
+//! held writes must not run until approved and then run once, judged by what the server
+//! itself recorded; sessions must not share a process; and the gateway must leave no process
+//! behind.
+
+use std::time::Duration;
+
+use countersign_e2e::{
+    Peer, peers_dir, policy, python_stdio_upstream, run_client, start_gateway,
+    start_gateway_with_config, start_python_upstream, tool_env,
+};
+use countersign_testkit::mcp::{held_token, open_session};
+use countersign_testkit::{TempFile, TestClient, sse_messages};
+use serde_json::{Value, json};
+
+/// A legacy (2025-11-25) session opened by hand, declaring no elicitation: a held call comes
+/// back with a confirmation token.
+struct Session {
+    url: String,
+    id: String,
+    next_id: i64,
+}
+
+impl Session {
+    async fn open(url: &str) -> Self {
+        let id = open_session(url, json!({})).await;
+        let session = Self {
+            url: url.to_owned(),
+            id,
+            next_id: 1,
+        };
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let answer = session.post(&initialized).await;
+        assert_eq!(answer.status, 202, "{}", answer.text());
+        session
+    }
+
+    async fn post(&self, message: &Value) -> countersign_testkit::Collected {
+        TestClient::default()
+            .post_json(
+                &self.url,
+                &[
+                    ("mcp-session-id", self.id.as_str()),
+                    ("mcp-protocol-version", "2025-11-25"),
+                ],
+                &message.to_string(),
+            )
+            .await
+    }
+
+    /// Calls `tool` and returns the JSON-RPC response to the call.
+    async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": tool, "arguments": arguments}});
+        let answer = self.post(&call).await;
+        assert_eq!(answer.status, 200, "{tool}: {}", answer.text());
+        let messages = if answer
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("text/event-stream"))
+        {
+            sse_messages(&answer.text())
+        } else {
+            vec![answer.json()]
+        };
+        messages
+            .into_iter()
+            .find(|m| m["id"] == id && (m.get("result").is_some() || m.get("error").is_some()))
+            .unwrap_or_else(|| panic!("{tool}: no response in {}", answer.text()))
+    }
+
+    /// What the notes store executed, by its own audit log.
+    async fn executed(&mut self) -> Value {
+        self.call("audit_log", json!({})).await["result"]["structuredContent"]["entries"].clone()
+    }
+
+    async fn delete(&self) -> u16 {
+        TestClient::default()
+            .send(
+                http::Method::DELETE,
+                &self.url,
+                &[("mcp-session-id", self.id.as_str())],
+                "",
+            )
+            .await
+            .status()
+            .as_u16()
+    }
+}
+
+/// The processes whose parent is `parent` and whose command line mentions `needle`.
+fn children(parent: u32, needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(needle)
+        })
+        .collect()
+}
+
+/// Whether `pid` has stopped running (gone, or a zombie waiting to be reaped).
+fn is_gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+    })
+}
+
+async fn assert_gone(pid: u32, what: &str) {
+    let gone = tokio::time::timeout(Duration::from_secs(30), async {
+        while !is_gone(pid) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(gone.is_ok(), "{what} (pid {pid}) still runs");
+}
+
+/// The same session script against the notes store over HTTP, and against it as a stdio
+/// upstream of the gateway (everything allowed, so only the transport differs).
+async fn direct_and_through_stdio(peer: Peer) -> (Value, Value) {
+    let (_direct, direct_url) = start_python_upstream().await;
+    let direct = run_client(peer, &direct_url, "session", &[]).await;
+    let (_gateway, url) = start_gateway(
+        &python_stdio_upstream(),
+        &["--policy", &policy("allow-all.yaml"), "--audit", "off"],
+        &[],
+    )
+    .await;
+    let through = run_client(peer, &url, "session", &[]).await;
+    (direct, through)
+}
+
+fn assert_rich(peer: Peer, transcript: &Value) {
+    let steps = transcript["steps"].as_array().expect("steps");
+    let confirm = steps
+        .iter()
+        .find(|s| s["call"] == "confirm_delete")
+        .expect("a confirm_delete step");
+    assert_eq!(
+        confirm["elicitations"][0]["action"], "accept",
+        "{peer:?}: the upstream's own elicitation reached the client: {transcript}"
+    );
+    let count = steps
+        .iter()
+        .find(|s| s["call"] == "slow_count")
+        .expect("a slow_count step");
+    assert_eq!(
+        count["progress"].as_array().map(Vec::len),
+        Some(5),
+        "{peer:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_legacy_session_through_a_stdio_upstream_equals_the_http_one() {
+    let (direct, through) = direct_and_through_stdio(Peer::PythonLegacy).await;
+    assert_rich(Peer::PythonLegacy, &direct);
+    assert_eq!(through["getStream"], 200);
+    assert_eq!(through["sessionDelete"], 200);
+    assert_eq!(direct, through);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn typescript_session_through_a_stdio_upstream_equals_the_http_one() {
+    let (direct, through) = direct_and_through_stdio(Peer::TypeScript).await;
+    assert_rich(Peer::TypeScript, &direct);
+    assert_eq!(direct, through);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_stateless_2026_session_through_a_stdio_upstream_equals_the_http_one() {
+    let (direct, through) = direct_and_through_stdio(Peer::PythonStateless).await;
+    assert_eq!(through["protocolVersion"], "2026-07-28");
+    assert_eq!(direct, through);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_write_runs_on_the_stdio_upstream_only_after_approval_and_only_once() {
+    // The default policy: reads pass, writes wait for a person.
+    let (_gateway, url) = start_gateway(&python_stdio_upstream(), &["--audit", "off"], &[]).await;
+    let mut session = Session::open(&url).await;
+
+    let held = session.call("delete_note", json!({"name": "readme"})).await;
+    let token = held_token(&held);
+    assert_eq!(
+        session.executed().await,
+        json!([]),
+        "nothing ran while it was held"
+    );
+    let notes = session.call("list_notes", json!({})).await;
+    assert_eq!(
+        notes["result"]["structuredContent"]["names"],
+        json!(["readme"])
+    );
+
+    let approved = json!({"name": "readme", "confirmationToken": token});
+    let ran = session.call("delete_note", approved.clone()).await;
+    assert_eq!(
+        ran["result"]["structuredContent"],
+        json!({"result": "deleted note 'readme'"}),
+        "{ran}"
+    );
+    let replayed = session.call("delete_note", approved).await;
+    assert_eq!(
+        replayed["result"]["_meta"]["countersign/confirmation"]["status"], "rejected",
+        "{replayed}"
+    );
+    assert_eq!(
+        session.executed().await,
+        json!([{"tool": "delete_note", "arguments": {"name": "readme"}}]),
+        "the upstream ran it exactly once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_client_sessions_get_two_processes_and_never_see_each_others_state() {
+    let (gateway, url) = start_gateway(
+        &python_stdio_upstream(),
+        &["--policy", &policy("allow-all.yaml"), "--audit", "off"],
+        &[],
+    )
+    .await;
+    let mut a = Session::open(&url).await;
+    let mut b = Session::open(&url).await;
+    let gateway_pid = gateway.id().expect("the gateway runs");
+    assert_eq!(
+        children(gateway_pid, "upstream.py").len(),
+        2,
+        "one process per session"
+    );
+
+    a.call("add_note", json!({"name": "only-a", "text": "x"}))
+        .await;
+    let names = |answer: Value| answer["result"]["structuredContent"]["names"].clone();
+    assert_eq!(
+        names(a.call("list_notes", json!({})).await),
+        json!(["only-a", "readme"])
+    );
+    assert_eq!(
+        names(b.call("list_notes", json!({})).await),
+        json!(["readme"])
+    );
+    assert_eq!(
+        b.executed().await,
+        json!([]),
+        "b's process never ran a's call"
+    );
+
+    // DELETE ends a's session and its process; b's keeps running.
+    let before = children(gateway_pid, "upstream.py");
+    assert_eq!(a.delete().await, 200);
+    let one_ended = tokio::time::timeout(Duration::from_secs(30), async {
+        while !before.iter().any(|pid| is_gone(*pid)) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(one_ended.is_ok(), "a's process ends with its session");
+    assert_eq!(
+        before.iter().filter(|pid| is_gone(**pid)).count(),
+        1,
+        "b's process still runs"
+    );
+    assert_eq!(
+        names(b.call("list_notes", json!({})).await),
+        json!(["readme"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gateway_shutdown_stops_every_stdio_process() {
+    let (mut gateway, url) = start_gateway(
+        &python_stdio_upstream(),
+        &["--policy", &policy("allow-all.yaml"), "--audit", "off"],
+        &[],
+    )
+    .await;
+    let _a = Session::open(&url).await;
+    let _b = Session::open(&url).await;
+    let pids = children(gateway.id().expect("the gateway runs"), "upstream.py");
+    assert_eq!(pids.len(), 2);
+
+    let status = gateway.terminate().await;
+    assert!(status.success(), "a clean shutdown: {status}");
+    for pid in pids {
+        assert_gone(pid, "a stdio upstream process").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stdio_program_that_cannot_start_is_a_clear_error_per_request() {
+    let (_gateway, url) = start_gateway(
+        "stdio:surely-no-such-mcp-server --port 1",
+        &["--audit", "off"],
+        &[],
+    )
+    .await;
+    let initialize = countersign_testkit::mcp::initialize(0, "2025-11-25", json!({}));
+    let answer = TestClient::default()
+        .post_json(&url, &[], &initialize.to_string())
+        .await;
+    assert_eq!(answer.status, 502, "{}", answer.text());
+    let error = answer.json();
+    assert_eq!(error["id"], 0);
+    assert_eq!(
+        error["error"]["message"],
+        "upstream `default` is unavailable: cannot start `surely-no-such-mcp-server`: no such program (on PATH, or at that path)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_published_stdio_server_keeps_its_writes_held_until_approved() {
+    let memory = TempFile::new("memory.jsonl", "");
+    let server =
+        peers_dir().join("node/node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+    let config = format!(
+        "upstreams:\n  - name: memory\n    command: {node}\n    args: [{server}]\n    env:\n      MEMORY_FILE_PATH: {file}\n",
+        node = json!(tool_env("COUNTERSIGN_NODE")),
+        server = json!(server.display().to_string()),
+        file = json!(memory.path_str()),
+    );
+    let (_gateway, url, _config) =
+        start_gateway_with_config(&config, "/mcp", &["--audit", "off"], &[]).await;
+    let mut session = Session::open(&url).await;
+    let graph = |answer: Value| answer["result"]["structuredContent"]["entities"].clone();
+
+    let entities = json!([{"name": "countersign", "entityType": "project",
+                           "observations": ["holds risky tool calls"]}]);
+    let held = session
+        .call("create_entities", json!({"entities": entities}))
+        .await;
+    let token = held_token(&held);
+    assert_eq!(
+        std::fs::read_to_string(memory.path()).unwrap_or_default(),
+        "",
+        "nothing written"
+    );
+    assert_eq!(
+        graph(session.call("read_graph", json!({})).await),
+        json!([]),
+        "reads pass"
+    );
+
+    let created = session
+        .call(
+            "create_entities",
+            json!({"entities": entities, "confirmationToken": token}),
+        )
+        .await;
+    assert_eq!(created["result"]["isError"], Value::Null, "{created}");
+    let stored = std::fs::read_to_string(memory.path()).expect("the server wrote its file");
+    assert!(stored.contains("holds risky tool calls"), "{stored}");
+    assert_eq!(graph(session.call("read_graph", json!({})).await), entities);
+}
