@@ -110,6 +110,8 @@ pub struct BridgeSettings {
     pub idle_timeout: Duration,
     /// The upstream's `max_response_bytes`: bounds each session's queue of server messages.
     pub max_message_bytes: usize,
+    /// Time allowed to open an instance (`connect_timeout`): spawn a process, connect.
+    pub start_timeout: Duration,
     pub clock: Arc<dyn Clock>,
     pub metrics: ProxyMetrics,
 }
@@ -222,7 +224,16 @@ impl Inner {
     /// Starts a new instance.
     async fn start_instance(&self, kind: Kind) -> Result<Arc<Instance>, ProxyError> {
         let reservation = self.pool.reserve()?;
-        let channel = match self.connector.open().await {
+        let opened = tokio::time::timeout(self.settings.start_timeout, self.connector.open())
+            .await
+            .unwrap_or_else(|_| {
+                Err(ProxyError::UpstreamUnavailable {
+                    upstream: self.settings.upstream.clone(),
+                    reason: format!("it did not start within {:?}", self.settings.start_timeout),
+                    retry_after: None,
+                })
+            });
+        let channel = match opened {
             Ok(channel) => channel,
             Err(error) => {
                 let reason = match &error {

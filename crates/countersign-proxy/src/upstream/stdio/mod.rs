@@ -149,6 +149,7 @@ pub fn stdio_upstream(
             max_instances: command.max_processes.get(),
             idle_timeout: command.idle_timeout,
             max_message_bytes: upstream.max_response_bytes.get(),
+            start_timeout: upstream.connect_timeout,
             clock,
             metrics,
         },

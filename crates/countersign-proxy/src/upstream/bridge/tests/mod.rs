@@ -207,6 +207,7 @@ fn settings(
         max_instances: max,
         idle_timeout: Duration::from_secs(600),
         max_message_bytes: 1 << 20,
+        start_timeout: Duration::from_secs(5),
         clock: Arc::new(SystemClock),
         metrics,
     };
