@@ -286,20 +286,33 @@ async fn two_client_sessions_get_two_processes_and_never_see_each_others_state()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn gateway_shutdown_stops_every_stdio_process() {
+    // A server that ignores SIGTERM and would outlive its stdin closing (a shell that goes
+    // on after the store exits): only the gateway's SIGKILL to its process group, after the
+    // grace period, ends it, so the gateway must wait for that before it exits.
+    let upstream = format!(
+        "stdio:sh -c 'trap \"\" TERM; \"$0\" \"$1\" --stdio; exec sleep 300' '{}' '{}'",
+        tool_env("COUNTERSIGN_PYTHON"),
+        peers_dir().join("python/upstream.py").display()
+    );
     let (mut gateway, url) = start_gateway(
-        &python_stdio_upstream(),
+        &upstream,
         &["--policy", &policy("allow-all.yaml"), "--audit", "off"],
         &[],
     )
     .await;
-    let _a = Session::open(&url).await;
+    let mut a = Session::open(&url).await;
     let _b = Session::open(&url).await;
-    let pids = children(gateway.id().expect("the gateway runs"), "upstream.py");
-    assert_eq!(pids.len(), 2);
+    assert_eq!(
+        a.executed().await,
+        json!([]),
+        "the store answers through the shell"
+    );
+    let shells = children(gateway.id().expect("the gateway runs"), "upstream.py");
+    assert_eq!(shells.len(), 2, "one process per session");
 
     let status = gateway.terminate().await;
     assert!(status.success(), "a clean shutdown: {status}");
-    for pid in pids {
+    for pid in shells {
         assert_gone(pid, "a stdio upstream process").await;
     }
 }

@@ -247,7 +247,12 @@ impl Harness {
     /// Sends a request to the bridge in the background.
     fn send(&self, request: Request<Full<Bytes>>) -> tokio::task::JoinHandle<Answer> {
         let future = self.bridge.serve(request);
-        tokio::spawn(async move { Answer::from(future.await) })
+        tokio::spawn(async move {
+            let answer = tokio::time::timeout(WAIT, future)
+                .await
+                .expect("the bridge answers in time");
+            Answer::from(answer)
+        })
     }
 
     /// `initialize` on a per-session bridge: a new instance answers it. Returns the session id,
