@@ -11,12 +11,16 @@ The state is real and shared by every session of the process: tests judge a
 gateway by what the upstream actually executed (`audit_log`), never by what
 the gateway says it did.
 
-Usage: upstream.py --port N [--json-response]
+Usage: upstream.py --port N [--json-response] [--transport streamable-http|sse]
        upstream.py --stdio
-Over HTTP it prints exactly one line `READY` on stdout once the port accepts
-connections; everything else goes to stderr. With `--stdio` it speaks MCP on
-stdin and stdout (one JSON-RPC message per line, as a gateway's stdio upstream)
-and logs to stderr. Exits non-zero with a message on failure.
+
+With `--transport sse` it speaks only the legacy 2024-11-05 HTTP+SSE transport
+instead: `GET /sse` opens the stream, whose `endpoint` event names
+`/messages/?session_id=…`. Over HTTP it prints exactly one line `READY` on
+stdout once the port accepts connections; everything else goes to stderr.
+With `--stdio` it speaks MCP on stdin and stdout instead (one JSON-RPC message
+per line, as a gateway's stdio upstream) and logs to stderr.
+Exits non-zero with a message on failure.
 """
 
 from __future__ import annotations
@@ -242,9 +246,12 @@ def _bind(port: int) -> socket.socket:
     return sock
 
 
-async def serve(port: int, json_response: bool) -> int:
+async def serve(port: int, json_response: bool, transport: str) -> int:
     sock = _bind(port)
-    app = mcp.streamable_http_app(json_response=json_response, host="127.0.0.1")
+    if transport == "sse":
+        app = mcp.sse_app(host="127.0.0.1")
+    else:
+        app = mcp.streamable_http_app(json_response=json_response, host="127.0.0.1")
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -279,10 +286,16 @@ def main() -> int:
         action="store_true",
         help="answer legacy POSTs with application/json instead of text/event-stream",
     )
+    parser.add_argument(
+        "--transport",
+        choices=["streamable-http", "sse"],
+        default="streamable-http",
+        help="sse: serve only the legacy 2024-11-05 HTTP+SSE transport (GET /sse)",
+    )
     args = parser.parse_args()
     if args.stdio:
-        if args.port is not None or args.json_response:
-            parser.error("--stdio takes neither --port nor --json-response")
+        if args.port is not None or args.json_response or args.transport != "streamable-http":
+            parser.error("--stdio takes neither --port, --json-response nor --transport")
     elif args.port is None:
         parser.error("give --port N (HTTP) or --stdio")
     elif not 0 < args.port < 65536:
@@ -296,7 +309,7 @@ def main() -> int:
             pass
         return 0
     try:
-        return asyncio.run(serve(args.port, args.json_response))
+        return asyncio.run(serve(args.port, args.json_response, args.transport))
     except KeyboardInterrupt:
         return 0
 

@@ -3,19 +3,23 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tower::Service;
 
+use crate::body::BoxError;
 use crate::config::Upstream;
 
 /// Connection-pooled HTTP client for one upstream.
 #[derive(Debug, Clone)]
 pub struct HttpClient {
     client: Client<HttpConnector, Full<Bytes>>,
+    /// The client's own connector, for the start-up probe.
+    connector: HttpConnector,
 }
 
 impl HttpClient {
@@ -31,8 +35,15 @@ impl HttpClient {
             .pool_max_idle_per_host(256)
             // The gateway sets Host itself, to the upstream authority.
             .set_host(false)
-            .build(connector);
-        Self { client }
+            .build(connector.clone());
+        Self { client, connector }
+    }
+
+    /// Opens one connection to `uri` the way a request would, and closes it: the upstream is
+    /// reached without being sent anything.
+    pub async fn connect(&self, uri: Uri) -> Result<(), BoxError> {
+        let mut connector = self.connector.clone();
+        connector.call(uri).await.map(drop).map_err(Into::into)
     }
 
     /// Sends `request`; resolves once the response headers arrived.

@@ -30,11 +30,19 @@ pub trait LocalUpstream: Send + Sync + fmt::Debug {
 
     /// Ends every instance (processes, connections) and waits until they are gone.
     fn shutdown(&self) -> BoxFuture<'static, ()>;
+
+    /// Checks that an instance can be started and answers, for the start-up log and
+    /// `/readyz`: starts one, sends it an `initialize` (any answer will do) and stops it.
+    fn probe(&self) -> BoxFuture<'static, Result<(), ProxyError>>;
 }
 
 /// Opens channels to new instances of one server.
 pub trait Connector: Send + Sync + fmt::Debug + 'static {
-    fn open(&self) -> BoxFuture<'static, Result<Channel, ProxyError>>;
+    /// Opens one instance. `request` holds the headers of the client request that needs it
+    /// (the session's `initialize`, the first request a shared instance serves; empty for the
+    /// start-up probe): a connector that forwards credentials (`auth: forward`) takes them from
+    /// there, a stdio one ignores them.
+    fn open(&self, request: &http::HeaderMap) -> BoxFuture<'static, Result<Channel, ProxyError>>;
 }
 
 /// A duplex stream of JSON-RPC messages with one server instance. Dropping `instance` ends the

@@ -12,14 +12,21 @@
 mod body;
 pub mod bridge;
 mod call;
+mod health;
 mod http_client;
+mod legacy_sse;
 mod local;
+mod probe;
 pub mod stdio;
 
 pub use body::UpstreamBody;
 pub use call::{CallerContext, call, list_tools};
 pub use http_client::HttpClient;
+pub use legacy_sse::LegacySseConnector;
 pub use local::{Channel, Connector, LocalUpstream, UpstreamState};
+pub use probe::probe;
+
+use health::Health;
 
 use std::sync::Arc;
 
@@ -35,7 +42,10 @@ use crate::error::ProxyError;
 /// serves Streamable HTTP in process (stdio programs, legacy HTTP+SSE servers).
 #[derive(Debug, Clone)]
 pub enum UpstreamClient {
-    Http(HttpClient),
+    Http {
+        client: HttpClient,
+        health: Arc<Health>,
+    },
     Local(Arc<dyn LocalUpstream>),
 }
 
@@ -43,7 +53,10 @@ impl UpstreamClient {
     /// The HTTP client for HTTP upstreams. Local upstreams are built by the app, which owns
     /// their processes and connections, and handed in with [`UpstreamClient::Local`].
     pub fn new(upstream: &Upstream) -> Self {
-        UpstreamClient::Http(HttpClient::new(upstream))
+        UpstreamClient::Http {
+            client: HttpClient::new(upstream),
+            health: Arc::default(),
+        }
     }
 
     /// The client for `upstream` whatever its transport: for a stdio upstream, the bridge that
@@ -87,16 +100,26 @@ impl UpstreamClient {
             timeout: upstream.response_timeout,
         };
         match self {
-            UpstreamClient::Http(client) => {
-                let response =
-                    tokio::time::timeout(upstream.response_timeout, client.send(request))
-                        .await
-                        .map_err(timeout)?
-                        .map_err(|source| ProxyError::UpstreamConnect {
+            UpstreamClient::Http { client, health } => {
+                let sent = tokio::time::timeout(upstream.response_timeout, client.send(request))
+                    .await
+                    .map_err(timeout)
+                    .and_then(|sent| {
+                        sent.map_err(|source| ProxyError::UpstreamConnect {
                             upstream: upstream.name.clone(),
                             source: Box::new(source),
-                        })?;
-                Ok(response.map(UpstreamBody::http))
+                        })
+                    });
+                match sent {
+                    Ok(response) => {
+                        health.reached();
+                        Ok(response.map(UpstreamBody::http))
+                    }
+                    Err(error) => {
+                        health.failed(&error);
+                        Err(error)
+                    }
+                }
             }
             UpstreamClient::Local(local) => {
                 let response =
@@ -111,7 +134,7 @@ impl UpstreamClient {
     /// The upstream's state, for `/readyz` and the start-up log.
     pub fn state(&self) -> UpstreamState {
         match self {
-            UpstreamClient::Http(_) => UpstreamState::Ready,
+            UpstreamClient::Http { health, .. } => health.state(),
             UpstreamClient::Local(local) => local.state(),
         }
     }

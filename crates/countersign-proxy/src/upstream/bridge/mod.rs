@@ -81,11 +81,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
+use countersign_jsonrpc::RawJson;
 use futures_util::future::BoxFuture;
+use http::HeaderMap;
 use http_body_util::Full;
 
 use self::activity::{Activity, Busy};
-use self::instance::{Instance, Kind, OnExit, Start};
+use self::instance::{Instance, Kind, OnExit, Start, StopOnDrop};
 use self::pool::Pool;
 use self::session::Session;
 use super::{Connector, LocalUpstream, UpstreamState};
@@ -94,6 +96,9 @@ use crate::clock::Clock;
 use crate::config::ProcessSharing;
 use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
+
+/// The revision the start-up probe's `initialize` asks for (any answer proves the server runs).
+const PROBE_PROTOCOL_VERSION: &str = "2025-11-25";
 
 /// How a bridge manages its instances.
 #[derive(Debug, Clone)]
@@ -206,6 +211,11 @@ impl LocalUpstream for Bridge {
         let inner = self.inner.clone();
         Box::pin(async move { inner.shutdown().await })
     }
+
+    fn probe(&self) -> BoxFuture<'static, Result<(), ProxyError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.probe().await })
+    }
 }
 
 impl Inner {
@@ -221,18 +231,26 @@ impl Inner {
         self.next_serial.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Starts a new instance.
-    async fn start_instance(&self, kind: Kind) -> Result<Arc<Instance>, ProxyError> {
+    /// Starts a new instance for a request with `headers`.
+    async fn start_instance(
+        &self,
+        kind: Kind,
+        headers: &HeaderMap,
+    ) -> Result<Arc<Instance>, ProxyError> {
         let reservation = self.pool.reserve()?;
-        let opened = tokio::time::timeout(self.settings.start_timeout, self.connector.open())
-            .await
-            .unwrap_or_else(|_| {
-                Err(ProxyError::UpstreamUnavailable {
-                    upstream: self.settings.upstream.clone(),
-                    reason: format!("it did not start within {:?}", self.settings.start_timeout),
-                    retry_after: None,
-                })
-            });
+        let opened =
+            tokio::time::timeout(self.settings.start_timeout, self.connector.open(headers))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ProxyError::UpstreamUnavailable {
+                        upstream: self.settings.upstream.clone(),
+                        reason: format!(
+                            "it did not start within {:?}",
+                            self.settings.start_timeout
+                        ),
+                        retry_after: None,
+                    })
+                });
         let channel = match opened {
             Ok(channel) => channel,
             Err(error) => {
@@ -273,7 +291,11 @@ impl Inner {
     }
 
     /// The shared instance (started if there is none), busy until the guard is dropped.
-    async fn shared_instance(&self, which: Shared) -> Result<(Arc<Instance>, Busy), ProxyError> {
+    async fn shared_instance(
+        &self,
+        which: Shared,
+        headers: &HeaderMap,
+    ) -> Result<(Arc<Instance>, Busy), ProxyError> {
         let slot = match which {
             Shared::Sessions => &self.shared,
             Shared::Stateless => &self.stateless,
@@ -285,7 +307,7 @@ impl Inner {
         {
             return Ok((shared.instance.clone(), shared.activity.busy()));
         }
-        let instance = self.start_instance(Kind::Shared).await?;
+        let instance = self.start_instance(Kind::Shared, headers).await?;
         let weak = Arc::downgrade(&instance);
         let activity = Activity::new(
             self.settings.idle_timeout,
@@ -328,6 +350,36 @@ impl Inner {
     fn end_session(&self, id: &str) -> bool {
         let removed = self.sessions().remove(id);
         removed.is_some()
+    }
+
+    /// Starts a throwaway instance and has it answer an `initialize`.
+    async fn probe(&self) -> Result<(), ProxyError> {
+        let instance = self
+            .start_instance(Kind::PerSession, &HeaderMap::new())
+            .await?;
+        let _stop = StopOnDrop::new(instance.clone());
+        let params = serde_json::json!({
+            "protocolVersion": PROBE_PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "countersign-probe", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let answer = instance
+            .request("initialize", Some(RawJson::from_value(&params)))
+            .await;
+        match answer {
+            // An error answer is an answer: the server runs.
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(how)) => Err(self.unavailable(how)),
+            Err(_) => Err(self.unavailable("it ended before answering".into())),
+        }
+    }
+
+    fn unavailable(&self, reason: String) -> ProxyError {
+        ProxyError::UpstreamUnavailable {
+            upstream: self.settings.upstream.clone(),
+            reason,
+            retry_after: None,
+        }
     }
 
     async fn shutdown(&self) {

@@ -95,12 +95,12 @@ impl Inner {
         let key = self.next_serial();
         let (instance, owns_instance, attached, stop) = match self.settings.sharing {
             ProcessSharing::PerSession => {
-                let instance = self.start_instance(Kind::PerSession).await?;
+                let instance = self.start_instance(Kind::PerSession, headers).await?;
                 let stop = StopOnDrop::new(instance.clone());
                 (instance, true, None, Some(stop))
             }
             ProcessSharing::Shared => {
-                let (instance, busy) = self.shared_instance(Shared::Sessions).await?;
+                let (instance, busy) = self.shared_instance(Shared::Sessions, headers).await?;
                 (instance, false, Some(busy), None)
             }
         };
@@ -239,7 +239,7 @@ impl Inner {
 
     /// A POST of the stateless 2026-07-28 revision.
     async fn post_stateless(&self, payload: &Payload, headers: &HeaderMap) -> Answer {
-        let (instance, busy) = self.shared_instance(Shared::Stateless).await?;
+        let (instance, busy) = self.shared_instance(Shared::Stateless, headers).await?;
         self.post(&instance, STATELESS, None, payload, headers, busy, true)
             .await
     }
@@ -372,14 +372,6 @@ impl Inner {
                 );
                 response
             }
-        }
-    }
-
-    fn unavailable(&self, reason: String) -> ProxyError {
-        ProxyError::UpstreamUnavailable {
-            upstream: self.settings.upstream.clone(),
-            reason,
-            retry_after: None,
         }
     }
 }

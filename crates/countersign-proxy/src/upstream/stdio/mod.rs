@@ -104,7 +104,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 impl Connector for StdioConnector {
-    fn open(&self) -> BoxFuture<'static, Result<Channel, ProxyError>> {
+    fn open(&self, _request: &http::HeaderMap) -> BoxFuture<'static, Result<Channel, ProxyError>> {
         let spawn = self.spawn.clone();
         Box::pin(async move {
             let started =

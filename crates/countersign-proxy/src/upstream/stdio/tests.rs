@@ -31,7 +31,7 @@ fn shell(script: &str) -> StdioConnector {
 }
 
 async fn open(connector: &StdioConnector) -> Channel {
-    tokio::time::timeout(WAIT, connector.open())
+    tokio::time::timeout(WAIT, connector.open(&http::HeaderMap::new()))
         .await
         .expect("spawning is quick")
         .expect("the program starts")
@@ -152,7 +152,7 @@ async fn a_process_ignoring_sigterm_is_killed_after_the_grace_period() {
 #[tokio::test]
 async fn a_missing_program_is_a_clear_error() {
     let error = connector("surely-no-such-mcp-server", &[])
-        .open()
+        .open(&http::HeaderMap::new())
         .await
         .expect_err("it cannot start");
     assert_eq!(
@@ -171,7 +171,10 @@ async fn a_missing_program_is_a_clear_error() {
 async fn a_missing_working_directory_is_a_clear_error() {
     let mut connector = connector("cat", &[]);
     connector.spawn.cwd = Some("/surely/not/a/directory".into());
-    let error = connector.open().await.expect_err("it cannot start");
+    let error = connector
+        .open(&http::HeaderMap::new())
+        .await
+        .expect_err("it cannot start");
     assert!(
         error
             .to_string()

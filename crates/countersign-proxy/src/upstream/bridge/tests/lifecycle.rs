@@ -264,3 +264,55 @@ async fn shutdown_stops_every_instance_and_waits_until_they_are_gone() {
     );
     assert!(h.no_new_instance());
 }
+
+#[tokio::test]
+async fn the_request_that_needs_an_instance_is_handed_to_the_connector() {
+    let mut h = Harness::new(ProcessSharing::PerSession);
+    let mut initialize = post(None, &initialize(0));
+    initialize.headers_mut().insert(
+        "authorization",
+        http::HeaderValue::from_static("Bearer the-clients"),
+    );
+    let pending = h.send(initialize);
+    let mut instance = h.instance().await;
+    instance
+        .answer(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+        )
+        .await;
+    pending.await.unwrap();
+    let opened_for = h.connector.opened_for.lock().unwrap().clone();
+    assert_eq!(
+        opened_for[0]["authorization"], "Bearer the-clients",
+        "a connector that forwards credentials gets them from the session's initialize"
+    );
+}
+
+#[tokio::test]
+async fn the_probe_starts_an_instance_has_it_answer_and_stops_it() {
+    let mut h = Harness::new(ProcessSharing::PerSession);
+    let probe = tokio::spawn(h.bridge.probe());
+    let mut instance = h.instance().await;
+    let asked = instance
+        .answer(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+        )
+        .await;
+    assert_eq!(asked["params"]["clientInfo"]["name"], "countersign-probe");
+    probe.await.unwrap().expect("the probe succeeds");
+    instance.gone().await;
+    assert!(instance.was_stopped(), "the probe leaves nothing running");
+
+    let failing = Harness::new(ProcessSharing::PerSession);
+    failing
+        .connector
+        .failures
+        .lock()
+        .unwrap()
+        .push_back("cannot start `x`: no such program (on PATH, or at that path)".into());
+    let error = failing.bridge.probe().await.expect_err("it cannot start");
+    assert!(error.to_string().contains("no such program"), "{error}");
+    assert!(matches!(failing.bridge.state(), UpstreamState::Failed(_)));
+}

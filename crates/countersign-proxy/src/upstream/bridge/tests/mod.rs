@@ -36,11 +36,14 @@ struct FakeConnector {
     opened: Mutex<Option<mpsc::UnboundedSender<FakeInstance>>>,
     failures: Mutex<VecDeque<String>>,
     attempts: AtomicUsize,
+    /// The headers of the request each open was for.
+    opened_for: Mutex<Vec<http::HeaderMap>>,
 }
 
 impl Connector for FakeConnector {
-    fn open(&self) -> BoxFuture<'static, Result<Channel, ProxyError>> {
+    fn open(&self, request: &http::HeaderMap) -> BoxFuture<'static, Result<Channel, ProxyError>> {
         self.attempts.fetch_add(1, Ordering::SeqCst);
+        self.opened_for.lock().unwrap().push(request.clone());
         let failure = self.failures.lock().unwrap().pop_front();
         let result = match failure {
             Some(reason) => Err(ProxyError::UpstreamUnavailable {
