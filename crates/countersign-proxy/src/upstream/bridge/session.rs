@@ -62,7 +62,7 @@ impl Inner {
                     },
                     None => match wire::initialize(&payload) {
                         Some(initialize) => self.open_session(initialize, headers).await,
-                        None if wire::is_stateless(headers, &payload) => {
+                        None if wire::is_stateless(headers, Some(&payload)) => {
                             self.post_stateless(&payload, headers).await
                         }
                         None => Ok(wire::session_required()),
@@ -75,14 +75,11 @@ impl Inner {
             } else {
                 wire::session_not_found()
             }),
-            (Method::GET | Method::DELETE, None) => {
-                let empty = Payload::Batch(Vec::new());
-                Ok(if wire::is_stateless(headers, &empty) {
-                    wire::method_not_allowed()
-                } else {
-                    wire::session_required()
-                })
-            }
+            (Method::GET | Method::DELETE, None) => Ok(if wire::is_stateless(headers, None) {
+                wire::method_not_allowed()
+            } else {
+                wire::session_required()
+            }),
             (_, _) => Ok(wire::method_not_allowed()),
         }
     }
@@ -310,10 +307,12 @@ impl Inner {
             .as_ref()
             .map(|(key, _)| close_on_drop(instance, *key));
         if instance.write(writes).await.is_err() {
-            return Ok(match session_id {
-                Some(_) => wire::session_not_found(),
-                None => return Err(self.unavailable("it just ended".into())),
-            });
+            // The instance ended under the request: a session's client starts over on 404, a
+            // stateless one is told the upstream is gone.
+            return match session_id {
+                Some(_) => Ok(wire::session_not_found()),
+                None => Err(self.unavailable("it ended before the request reached it".into())),
+            };
         }
         match (stream, closed_guard) {
             (Some((_, rx)), Some(guard)) => Ok(wire::event_stream(

@@ -51,19 +51,21 @@ pub(super) fn accepts(headers: &HeaderMap, also_json: bool) -> bool {
 }
 
 /// A request of the stateless 2026-07-28 revision: by its `MCP-Protocol-Version` header, or by
-/// the protocol version in a request's `_meta`.
-pub(super) fn is_stateless(headers: &HeaderMap, payload: &Payload) -> bool {
+/// the protocol version in the `_meta` of one of its messages.
+pub(super) fn is_stateless(headers: &HeaderMap, payload: Option<&Payload>) -> bool {
     let by_header = headers
         .get(MCP_PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
         .is_some_and(is_stateless_revision);
     by_header
-        || payload.messages().iter().any(|m| {
-            m.params()
-                .and_then(|p| p.get("_meta"))
-                .and_then(|meta| meta.get(META_PROTOCOL_VERSION))
-                .and_then(|v| v.as_str().map(|v| is_stateless_revision(&v)))
-                .unwrap_or(false)
+        || payload.is_some_and(|payload| {
+            payload.messages().iter().any(|m| {
+                m.params()
+                    .and_then(|p| p.get("_meta"))
+                    .and_then(|meta| meta.get(META_PROTOCOL_VERSION))
+                    .and_then(|v| v.as_str().map(|v| is_stateless_revision(&v)))
+                    .unwrap_or(false)
+            })
         })
 }
 
