@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod memory;
+pub mod session;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -239,6 +240,21 @@ pub async fn start_gateway_with_config(
         .envs(envs.iter().copied());
     let process = Process::start_until_listening("countersign", command, port).await;
     (process, format!("http://localhost:{port}{path}"), config)
+}
+
+/// A fresh notes store speaking only the legacy 2024-11-05 HTTP+SSE transport; the URL is its SSE
+/// endpoint (`http://127.0.0.1:PORT/sse`).
+pub async fn start_python_sse_upstream() -> (Process, String) {
+    let port = free_port();
+    let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
+    command.arg(peers_dir().join("python/upstream.py")).args([
+        "--port",
+        &port.to_string(),
+        "--transport",
+        "sse",
+    ]);
+    let process = Process::start_until_ready("python SSE upstream", command).await;
+    (process, format!("http://127.0.0.1:{port}/sse"))
 }
 
 /// `--upstream` for the Python SDK notes store (`tests/peers/python/upstream.py`) as a stdio

@@ -17,9 +17,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
+use super::bridge::{Bridge, BridgeSettings};
 use super::{Channel, Connector, UpstreamBody, UpstreamClient, is_event_stream, upstream_request};
-use crate::config::Upstream;
+use crate::clock::Clock;
+use crate::config::{ProcessSharing, Upstream};
 use crate::error::ProxyError;
+use crate::metrics::ProxyMetrics;
 use crate::wire::MCP_PROTOCOL_VERSION;
 
 /// Messages buffered in each direction of one connection; past it the gateway stops reading the
@@ -136,6 +139,45 @@ impl Connector for LegacySseConnector {
         let headers = request.clone();
         Box::pin(async move { connector.open_with(&headers).await })
     }
+}
+
+/// Most legacy SSE connections open at once to one upstream: one per client session.
+pub(super) const MAX_CONNECTIONS: usize = 1024;
+
+/// A client session with nothing in flight and no open stream for this long is ended, and its
+/// connection closed.
+pub(super) const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The [`Bridge`] serving a legacy SSE upstream: one upstream connection per client session,
+/// opened with that session's `initialize` request headers (so `auth: forward` sends each
+/// client's own credential), and no stateless 2026-07-28 requests (the upstream has only
+/// sessions; dual-era clients fall back to `initialize`).
+pub(super) fn legacy_sse_upstream(
+    upstream: &Upstream,
+    client: UpstreamClient,
+    label: &'static str,
+    metrics: ProxyMetrics,
+    clock: Arc<dyn Clock>,
+) -> Bridge {
+    Bridge::new(
+        Arc::new(LegacySseConnector::new(
+            upstream,
+            client,
+            upstream.max_response_bytes.get(),
+        )),
+        BridgeSettings {
+            upstream: upstream.name.clone(),
+            label,
+            sharing: ProcessSharing::PerSession,
+            max_instances: MAX_CONNECTIONS,
+            idle_timeout: IDLE_TIMEOUT,
+            max_message_bytes: upstream.max_response_bytes.get(),
+            start_timeout: upstream.connect_timeout.max(upstream.response_timeout),
+            serves_stateless: false,
+            clock,
+            metrics,
+        },
+    )
 }
 
 /// Keeps the connection's two tasks; dropping it aborts them, which drops the GET body and so

@@ -76,7 +76,16 @@ impl UpstreamClient {
                 metrics.clone(),
                 clock.clone(),
             ))),
-            Transport::StreamableHttp | Transport::LegacySse => UpstreamClient::new(upstream),
+            Transport::LegacySse => {
+                UpstreamClient::Local(Arc::new(legacy_sse::legacy_sse_upstream(
+                    upstream,
+                    UpstreamClient::new(upstream),
+                    label,
+                    metrics.clone(),
+                    clock.clone(),
+                )))
+            }
+            Transport::StreamableHttp => UpstreamClient::new(upstream),
         }
     }
 

@@ -117,6 +117,10 @@ pub struct BridgeSettings {
     pub max_message_bytes: usize,
     /// Time allowed to open an instance (`connect_timeout`): spawn a process, connect.
     pub start_timeout: Duration,
+    /// Whether stateless 2026-07-28 requests go to an instance of their own. Off for legacy
+    /// HTTP+SSE upstreams: those speak only sessions, and a shared connection would carry every
+    /// later client's calls with the first client's credentials (`auth: forward`).
+    pub serves_stateless: bool,
     pub clock: Arc<dyn Clock>,
     pub metrics: ProxyMetrics,
 }

@@ -236,6 +236,9 @@ impl Inner {
 
     /// A POST of the stateless 2026-07-28 revision.
     async fn post_stateless(&self, payload: &Payload, headers: &HeaderMap) -> Answer {
+        if !self.settings.serves_stateless {
+            return Ok(wire::sessions_only(&self.settings.upstream));
+        }
         let (instance, busy) = self.shared_instance(Shared::Stateless, headers).await?;
         self.post(&instance, STATELESS, None, payload, headers, busy, true)
             .await

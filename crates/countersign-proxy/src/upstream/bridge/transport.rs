@@ -138,6 +138,21 @@ pub(super) fn session_required() -> Response<ResponseBody> {
     )
 }
 
+/// 400 for a 2026-07-28 request to an upstream that only has sessions. The error is not one of
+/// the modern revision's own, so a dual-era client falls back to `initialize`, as the revision's
+/// version negotiation prescribes.
+pub(super) fn sessions_only(upstream: &str) -> Response<ResponseBody> {
+    json_error(
+        StatusCode::BAD_REQUEST,
+        None,
+        crate::error::code::TRANSPORT,
+        &format!(
+            "Bad Request: upstream `{upstream}` speaks only the 2024-11-05 HTTP+SSE transport; \
+             open a session with initialize"
+        ),
+    )
+}
+
 /// 406 for a client that does not accept what the transport answers with.
 pub(super) fn not_acceptable(also_json: bool) -> Response<ResponseBody> {
     let what = if also_json {

@@ -150,6 +150,7 @@ pub fn stdio_upstream(
             idle_timeout: command.idle_timeout,
             max_message_bytes: upstream.max_response_bytes.get(),
             start_timeout: upstream.connect_timeout,
+            serves_stateless: true,
             clock,
             metrics,
         },

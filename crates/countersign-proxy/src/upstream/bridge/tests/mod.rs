@@ -211,6 +211,7 @@ fn settings(
         idle_timeout: Duration::from_secs(600),
         max_message_bytes: 1 << 20,
         start_timeout: Duration::from_secs(5),
+        serves_stateless: true,
         clock: Arc::new(SystemClock),
         metrics,
     };
