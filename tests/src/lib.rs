@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod memory;
+pub mod session;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -127,6 +128,21 @@ impl Process {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Sends SIGTERM (a graceful shutdown) and waits until the process has exited.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("the process is running").to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .expect("running kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        tokio::time::timeout(READY_WAIT, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{} did not exit after SIGTERM", self.name))
+            .expect("waiting for the process")
+    }
 }
 
 async fn wait_for_line(name: &str, stdout: impl AsyncRead + Unpin + Send + 'static, wanted: &str) {
@@ -192,6 +208,63 @@ pub async fn start_gateway_under(
         .envs(envs.iter().copied());
     let process = Process::start_until_listening("countersign", command, port).await;
     (process, format!("http://localhost:{port}/mcp"))
+}
+
+/// The real gateway binary serving the `upstreams:` of `config_yaml` (a config file it reads),
+/// on a free port, admin off, with `extra_args` and `envs`; the MCP endpoint is at `path`. The
+/// file lives as long as the returned [`TempFile`](countersign_testkit::TempFile).
+pub async fn start_gateway_with_config(
+    config_yaml: &str,
+    path: &str,
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Process, String, countersign_testkit::TempFile) {
+    let config = countersign_testkit::TempFile::new("countersign.yaml", config_yaml);
+    let port = free_port();
+    let mut command = Command::new(countersign_binary());
+    command
+        .args([
+            "serve",
+            "--config",
+            config.path_str(),
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--admin",
+            "off",
+        ])
+        .args(extra_args)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .envs(envs.iter().copied());
+    let process = Process::start_until_listening("countersign", command, port).await;
+    (process, format!("http://localhost:{port}{path}"), config)
+}
+
+/// A fresh notes store speaking only the legacy 2024-11-05 HTTP+SSE transport; the URL is its SSE
+/// endpoint (`http://127.0.0.1:PORT/sse`).
+pub async fn start_python_sse_upstream() -> (Process, String) {
+    let port = free_port();
+    let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
+    command.arg(peers_dir().join("python/upstream.py")).args([
+        "--port",
+        &port.to_string(),
+        "--transport",
+        "sse",
+    ]);
+    let process = Process::start_until_ready("python SSE upstream", command).await;
+    (process, format!("http://127.0.0.1:{port}/sse"))
+}
+
+/// `--upstream` for the Python SDK notes store (`tests/peers/python/upstream.py`) as a stdio
+/// program the gateway starts: one process per client session by default.
+pub fn python_stdio_upstream() -> String {
+    format!(
+        "stdio:'{}' '{}' --stdio",
+        tool_env("COUNTERSIGN_PYTHON"),
+        peers_dir().join("python/upstream.py").display()
+    )
 }
 
 /// A fresh Python SDK upstream and a gateway in front of it (`--audit off`, plus

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use countersign_proxy::config::{
-    HostPattern, HostPolicy, Limits, OriginPolicy, ProxyConfig, Route, default_host_policy,
-    default_origin_policy,
+    HostPattern, HostPolicy, Limits, OriginPolicy, ProxyConfig, Route, Transport,
+    default_host_policy, default_origin_policy,
 };
 use serde::Deserialize;
 
@@ -292,6 +292,11 @@ impl RawConfig {
             !self.upstreams.is_empty(),
             "no upstream configured: pass --upstream URL or list `upstreams:` in the config file"
         );
+        let credential_variables: Vec<String> = self
+            .upstreams
+            .iter()
+            .filter_map(|u| u.credential_variable().map(str::to_owned))
+            .collect();
         let mut routes: Vec<Route> = Vec::with_capacity(self.upstreams.len());
         let mut legacy = Vec::with_capacity(self.upstreams.len());
         for (i, raw) in self.upstreams.into_iter().enumerate() {
@@ -315,6 +320,11 @@ impl RawConfig {
                 );
             }
             routes.push(route);
+        }
+        for route in &mut routes {
+            if let Transport::Stdio(command) = &mut route.upstream.transport {
+                command.withheld_env = credential_variables.clone();
+            }
         }
         legacy_paths::legacy_endpoints(&mut routes, &legacy)?;
 

@@ -162,6 +162,20 @@ pub enum ProxyError {
     },
     #[error("could not list the tools of upstream `{upstream}`: {reason}")]
     CatalogUnavailable { upstream: String, reason: String },
+    /// A local upstream (a stdio program, a legacy SSE server) cannot take the request: it
+    /// cannot be started, it is backing off after failed starts, or it just ended.
+    #[error("upstream `{upstream}` is unavailable: {reason}")]
+    UpstreamUnavailable {
+        upstream: String,
+        reason: String,
+        /// Seconds until the next start is attempted, when it is backing off.
+        retry_after: Option<u64>,
+    },
+    #[error(
+        "upstream `{upstream}` already runs its maximum of {max} instances (processes.max); \
+         retry once a session ends"
+    )]
+    UpstreamAtCapacity { upstream: String, max: usize },
     #[error("{0}")]
     RateLimited(LimitHit),
     #[error("internal error: {0}")]
@@ -207,7 +221,9 @@ impl ProxyError {
             | ProxyError::UpstreamResponseTooLarge { .. }
             | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
-            | ProxyError::CatalogUnavailable { .. } => Side::Upstream,
+            | ProxyError::CatalogUnavailable { .. }
+            | ProxyError::UpstreamUnavailable { .. }
+            | ProxyError::UpstreamAtCapacity { .. } => Side::Upstream,
             ProxyError::RateLimited(hit) => match hit.reason {
                 HitReason::Exhausted { .. } | HitReason::OverBurst { .. } => Side::Client,
                 // Failing closed on a store outage is the gateway's trouble, not the caller's.
@@ -264,6 +280,12 @@ impl ProxyError {
             | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::UpstreamUnavailable { retry_after, .. } => match retry_after {
+                // Backing off: it will be tried again, so "come back later".
+                Some(_) => StatusCode::SERVICE_UNAVAILABLE,
+                None => StatusCode::BAD_GATEWAY,
+            },
+            ProxyError::UpstreamAtCapacity { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::RateLimited(hit) => hit.status(),
             ProxyError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -311,6 +333,8 @@ impl ProxyError {
             | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. }
+            | ProxyError::UpstreamUnavailable { .. }
+            | ProxyError::UpstreamAtCapacity { .. }
             | ProxyError::Internal(_) => code::INTERNAL_ERROR,
             ProxyError::RateLimited(_) => crate::wire::RATE_LIMITED_ERROR_CODE,
         }
@@ -357,6 +381,19 @@ impl ProxyError {
             && let Some(secs) = hit.retry_after_secs()
         {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let ProxyError::UpstreamUnavailable {
+            retry_after: Some(secs),
+            ..
+        } = &self
+        {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(*secs));
+        }
+        if matches!(self, ProxyError::UpstreamAtCapacity { .. }) {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
         }
         match &self {
             ProxyError::MethodNotAllowed(_) => {

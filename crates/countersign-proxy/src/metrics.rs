@@ -37,7 +37,10 @@ pub struct StoreLabels {
 pub struct LimitLabels {
     /// Which limit was hit: `pending_questions_per_principal`, `pending_questions_per_session`,
     /// `rate_calls`, `rate_held`, `rate_questions`, `connections`, `requests_per_client`,
-    /// `in_flight_body_bytes`, `sse_idle_timeout`, `legacy_sessions`, `legacy_idle_timeout`.
+    /// `in_flight_body_bytes`, `sse_idle_timeout`, `upstream_instances` (a local upstream at
+    /// `processes.max`), `upstream_queue` (a session's queue of server messages full, its oldest
+    /// dropped), `upstream_stream_stalled` (a client too slow to read its stream from a shared
+    /// instance lost it), `legacy_sessions`, `legacy_idle_timeout`.
     pub limit: &'static str,
 }
 
@@ -45,6 +48,21 @@ pub struct LimitLabels {
 pub struct RateStoreLabels {
     /// What the limit did instead: `local` (this replica's buckets decided) or `refused`.
     pub fallback: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InstanceStartLabels {
+    pub upstream: &'static str,
+    /// `started` or `failed`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InstanceExitLabels {
+    pub upstream: &'static str,
+    /// `stopped` (the gateway ended it: session ended, idle, shutdown) or `crashed` (it ended
+    /// on its own).
+    pub cause: &'static str,
 }
 
 /// Catalog metrics are recorded per listing, not per request, so the upstream name is owned.
@@ -67,6 +85,9 @@ pub struct ProxyMetrics {
     in_flight_body_bytes: Gauge,
     catalog_tools: Family<CatalogLabels, Gauge>,
     catalog_pins_refused: Family<CatalogLabels, Counter>,
+    instances: Family<UpstreamLabels, Gauge>,
+    instance_starts: Family<InstanceStartLabels, Counter>,
+    instance_exits: Family<InstanceExitLabels, Counter>,
 }
 
 impl ProxyMetrics {
@@ -147,6 +168,24 @@ impl ProxyMetrics {
             "Listed tools not pinned because their upstream has limits.max_tools_per_upstream pinned already; calls to them are unknown",
             catalog_pins_refused.clone(),
         );
+        let instances = Family::<UpstreamLabels, Gauge>::default();
+        registry.register(
+            "countersign_upstream_instances",
+            "Instances of local upstreams alive (stdio processes, legacy SSE connections), per upstream",
+            instances.clone(),
+        );
+        let instance_starts = Family::<InstanceStartLabels, Counter>::default();
+        registry.register(
+            "countersign_upstream_instance_starts",
+            "Attempts to start an instance of a local upstream (spawn a stdio process, open a legacy SSE connection), by outcome",
+            instance_starts.clone(),
+        );
+        let instance_exits = Family::<InstanceExitLabels, Counter>::default();
+        registry.register(
+            "countersign_upstream_instance_exits",
+            "Instances of local upstreams that ended, by cause (stopped by the gateway, or crashed)",
+            instance_exits.clone(),
+        );
         Self {
             requests,
             limit_hits,
@@ -160,6 +199,9 @@ impl ProxyMetrics {
             in_flight_body_bytes,
             catalog_tools,
             catalog_pins_refused,
+            instances,
+            instance_starts,
+            instance_exits,
         }
     }
 
@@ -256,6 +298,54 @@ impl ProxyMetrics {
                 .get_or_create(&labels)
                 .inc_by(refused as u64);
         }
+    }
+}
+
+impl ProxyMetrics {
+    /// Counts an attempt to start an instance of `upstream`; a started one counts as alive
+    /// until the returned guard is dropped.
+    pub fn instance_started(&self, upstream: &'static str) -> InstanceGuard {
+        self.instance_starts
+            .get_or_create(&InstanceStartLabels {
+                upstream,
+                outcome: "started",
+            })
+            .inc();
+        let gauge = self
+            .instances
+            .get_or_create_owned(&UpstreamLabels { upstream });
+        gauge.inc();
+        InstanceGuard { gauge }
+    }
+
+    /// Counts a failed attempt to start an instance of `upstream`.
+    pub fn instance_start_failed(&self, upstream: &'static str) {
+        self.instance_starts
+            .get_or_create(&InstanceStartLabels {
+                upstream,
+                outcome: "failed",
+            })
+            .inc();
+    }
+
+    /// Counts an instance of `upstream` that ended, and why.
+    pub fn instance_exited(&self, upstream: &'static str, crashed: bool) {
+        let cause = if crashed { "crashed" } else { "stopped" };
+        self.instance_exits
+            .get_or_create(&InstanceExitLabels { upstream, cause })
+            .inc();
+    }
+}
+
+/// Decrements the live-instances gauge when the instance is gone.
+#[derive(Debug)]
+pub struct InstanceGuard {
+    gauge: Gauge,
+}
+
+impl Drop for InstanceGuard {
+    fn drop(&mut self) {
+        self.gauge.dec();
     }
 }
 

@@ -11,6 +11,7 @@ use crate::audit::{AuditLayer, AuditOutcomes};
 use crate::catalog::CatalogSync;
 use crate::classify::{Classify, ClassifyLayer};
 use crate::client_limit::{ClientLimit, ClientLimitLayer};
+use crate::clock::Clock;
 use crate::config::ProxyConfig;
 use crate::edits::ResponseEdits;
 use crate::forward::Forwarder;
@@ -125,9 +126,10 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
         ))
 }
 
-/// The routes of `config`, each with the client that reaches its upstream. Upstream names
-/// become `'static` metric labels once, at start-up, so recording a request never allocates.
-pub fn routes(config: &ProxyConfig) -> Vec<Route> {
+/// The routes of `config`, each with the client that reaches its upstream (stdio upstreams
+/// start no process until a client needs one). Upstream names become `'static` metric labels
+/// once, at start-up, so recording a request never allocates.
+pub fn routes(config: &ProxyConfig, metrics: &ProxyMetrics, clock: &Arc<dyn Clock>) -> Vec<Route> {
     config
         .routes
         .iter()
@@ -137,7 +139,7 @@ pub fn routes(config: &ProxyConfig) -> Vec<Route> {
                 path: route.path.clone(),
                 upstream: route.upstream.clone(),
                 label,
-                client: UpstreamClient::new(&route.upstream),
+                client: UpstreamClient::for_upstream(&route.upstream, label, metrics, clock),
                 legacy: route.legacy.clone(),
             }))
         })

@@ -12,12 +12,15 @@ gateway by what the upstream actually executed (`audit_log`), never by what
 the gateway says it did.
 
 Usage: upstream.py --port N [--json-response] [--transport streamable-http|sse]
+       upstream.py --stdio
 
 With `--transport sse` it speaks only the legacy 2024-11-05 HTTP+SSE transport
 instead: `GET /sse` opens the stream, whose `endpoint` event names
-`/messages/?session_id=…`.
-Prints exactly one line `READY` on stdout once the port accepts connections;
-everything else goes to stderr. Exits non-zero with a message on failure.
+`/messages/?session_id=…`. Over HTTP it prints exactly one line `READY` on
+stdout once the port accepts connections; everything else goes to stderr.
+With `--stdio` it speaks MCP on stdin and stdout instead (one JSON-RPC message
+per line, as a gateway's stdio upstream) and logs to stderr.
+Exits non-zero with a message on failure.
 """
 
 from __future__ import annotations
@@ -272,7 +275,12 @@ async def serve(port: int, json_response: bool, transport: str) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, required=True, help="TCP port on 127.0.0.1")
+    parser.add_argument("--port", type=int, help="TCP port on 127.0.0.1")
+    parser.add_argument(
+        "--stdio",
+        action="store_true",
+        help="speak MCP on stdin/stdout instead of HTTP (state is then per process, so per stdio instance)",
+    )
     parser.add_argument(
         "--json-response",
         action="store_true",
@@ -285,10 +293,21 @@ def main() -> int:
         help="sse: serve only the legacy 2024-11-05 HTTP+SSE transport (GET /sse)",
     )
     args = parser.parse_args()
-    if not 0 < args.port < 65536:
+    if args.stdio:
+        if args.port is not None or args.json_response or args.transport != "streamable-http":
+            parser.error("--stdio takes neither --port, --json-response nor --transport")
+    elif args.port is None:
+        parser.error("give --port N (HTTP) or --stdio")
+    elif not 0 < args.port < 65536:
         parser.error(f"--port {args.port} is not a TCP port")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="upstream.py: %(name)s: %(message)s")
     _declare_resources_list_changed()
+    if args.stdio:
+        try:
+            mcp.run("stdio")
+        except KeyboardInterrupt:
+            pass
+        return 0
     try:
         return asyncio.run(serve(args.port, args.json_response, args.transport))
     except KeyboardInterrupt:

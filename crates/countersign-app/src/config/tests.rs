@@ -155,6 +155,21 @@ fn every_kind_of_upstream_is_configured() {
 }
 
 #[test]
+fn a_stdio_program_is_not_given_the_gateways_upstream_credentials() {
+    // PATH stands in for a credential variable: it is set wherever the tests run.
+    let config = validate(
+        "upstreams:\n  - name: hosted\n    url: https://mcp.example.com/mcp\n    path: /hosted\n\
+         \x20   auth: { replace: { env: PATH } }\n\
+         \x20 - name: memory\n    command: npx\n",
+    )
+    .expect("valid");
+    let Transport::Stdio(command) = &config.proxy.routes[1].upstream.transport else {
+        panic!("stdio");
+    };
+    assert_eq!(command.withheld_env, ["PATH"]);
+}
+
+#[test]
 fn the_upstream_flag_takes_every_kind() {
     let flag = |value: &str| {
         let mut raw = RawConfig::default();

@@ -126,6 +126,15 @@ pub struct RawProcesses {
 }
 
 impl RawUpstream {
+    /// The environment variable holding the gateway's own credential for this upstream, if
+    /// one does: a stdio upstream's program must not inherit it.
+    pub(super) fn credential_variable(&self) -> Option<&str> {
+        match &self.auth {
+            Some(RawAuth::Replace(RawReplaceAuth { replace })) => replace.env.as_deref(),
+            _ => None,
+        }
+    }
+
     pub(super) fn validate(mut self) -> anyhow::Result<(Route, LegacySetting)> {
         let legacy = match self.legacy_sse_path.take() {
             None => LegacySetting::Default,
@@ -278,6 +287,8 @@ impl RawUpstream {
                     program,
                     args: std::mem::take(&mut self.args),
                     env: std::mem::take(&mut self.env).into_iter().collect(),
+                    // Filled in once every upstream is known (`Config::validate`).
+                    withheld_env: Vec::new(),
                     cwd: self.cwd.take(),
                     sharing,
                     max_processes: nonzero(processes.max.unwrap_or(64), "processes.max")?,
