@@ -3,10 +3,12 @@
 //! gateway binary, in front of a real Python SDK (Streamable HTTP) upstream, after the one-line
 //! URL swap to the gateway's `/sse`: their session is the Streamable HTTP one, a risky call is
 //! held with the same token or question, and the upstream's own `audit_log` proves that only
-//! what a person confirmed ran, exactly once.
+//! what a person confirmed ran, exactly once. In front of an upstream that speaks only the
+//! legacy transport too, the same swap works for legacy and Streamable HTTP clients alike.
 
 use countersign_e2e::{
-    Peer, deploy, policy, run_client, start_gateway, start_python_upstream, step,
+    Peer, deploy, policy, run_client, start_gateway, start_python_sse_upstream,
+    start_python_upstream, step,
 };
 use serde_json::{Value, json};
 
@@ -273,4 +275,43 @@ async fn python_sse_declined_calls_run_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn typescript_sse_declined_calls_run_nothing() {
     declined_calls_run_nothing(Peer::TypeScriptSse).await;
+}
+
+/// In front of a server that speaks only legacy HTTP+SSE, the one-line swap works for both kinds
+/// of client: `--upstream sse+http://server/sse` serves `/sse` on the gateway, where a legacy
+/// client's GET opens a legacy session and a Streamable HTTP client's POSTs are its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn python_sse_client_in_front_of_a_legacy_sse_upstream_needs_only_the_url_swap() {
+    let (_upstream, sse_url) = start_python_sse_upstream().await;
+    let (_gateway, url) = start_gateway(&format!("sse+{sse_url}"), &["--audit", "off"], &[]).await;
+    let swapped = countersign_e2e::legacy_sse_url(&url);
+
+    let t = run_client(Peer::PythonSse, &swapped, "confirm", &[]).await;
+    assert_held(Peer::PythonSse, &t, "held");
+    assert_eq!(
+        countersign_e2e::ran(
+            Peer::PythonSse,
+            confirm_step(Peer::PythonSse, &t, "confirmed")
+        ),
+        &json!({"result": "created note 'held'"})
+    );
+    assert_eq!(refusal_code(Peer::PythonSse, &t, "replayed"), "replayed");
+    assert_eq!(
+        executed(Peer::PythonSse, &t, "step", "audit"),
+        &json!([
+            {"tool": "add_note", "arguments": {"name": "held", "text": "t"}},
+            {"tool": "delete_note", "arguments": {"name": "readme"}}
+        ]),
+        "the legacy server's own audit log must show exactly the two confirmed calls"
+    );
+
+    let modern = run_client(
+        Peer::PythonLegacy,
+        &swapped,
+        "call",
+        &["--tool", "list_notes"],
+    )
+    .await;
+    let listed = countersign_e2e::ran(Peer::PythonLegacy, &modern["steps"][0]);
+    assert_eq!(listed, &json!({"names": ["held"]}), "{modern}");
 }
