@@ -11,7 +11,12 @@ The state is real and shared by every session of the process: tests judge a
 gateway by what the upstream actually executed (`audit_log`), never by what
 the gateway says it did.
 
+With --tls-cert and --tls-key it serves HTTPS instead (uvicorn's TLS, HTTP/1.1,
+no ALPN); --tls-client-ca also makes it require a client certificate issued by
+that CA, refusing the handshake otherwise.
+
 Usage: upstream.py --port N [--json-response]
+                   [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
 Prints exactly one line `READY` on stdout once the port accepts connections;
 everything else goes to stderr. Exits non-zero with a message on failure.
 """
@@ -22,6 +27,7 @@ import argparse
 import asyncio
 import logging
 import socket
+import ssl
 import sys
 import warnings
 from typing import Annotated, Any
@@ -239,7 +245,18 @@ def _bind(port: int) -> socket.socket:
     return sock
 
 
-async def serve(port: int, json_response: bool) -> int:
+def _tls_options(args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's TLS settings for --tls-*, or none: plain HTTP stays exactly as it was."""
+    if args.tls_cert is None:
+        return {}
+    options: dict[str, Any] = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
+    if args.tls_client_ca is not None:
+        options["ssl_ca_certs"] = args.tls_client_ca
+        options["ssl_cert_reqs"] = ssl.CERT_REQUIRED
+    return options
+
+
+async def serve(port: int, json_response: bool, tls: dict[str, Any]) -> int:
     sock = _bind(port)
     app = mcp.streamable_http_app(json_response=json_response, host="127.0.0.1")
     config = uvicorn.Config(
@@ -248,6 +265,7 @@ async def serve(port: int, json_response: bool) -> int:
         access_log=False,  # uvicorn's access log writes to stdout, which carries only READY
         lifespan="on",
         timeout_graceful_shutdown=2,  # open SSE streams must not stall a SIGTERM
+        **tls,
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -271,13 +289,35 @@ def main() -> int:
         action="store_true",
         help="answer legacy POSTs with application/json instead of text/event-stream",
     )
+    parser.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate chain")
+    parser.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
+    parser.add_argument(
+        "--tls-client-ca",
+        metavar="PEM",
+        help="require a client certificate issued by this CA (mTLS)",
+    )
     args = parser.parse_args()
     if not 0 < args.port < 65536:
         parser.error(f"--port {args.port} is not a TCP port")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        parser.error("--tls-client-ca needs --tls-cert and --tls-key")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="upstream.py: %(name)s: %(message)s")
     _declare_resources_list_changed()
     try:
-        return asyncio.run(serve(args.port, args.json_response))
+        tls = _tls_options(args)
+        if tls:
+            # Load the files now, so a bad one is a clear start-up failure, not a dead port.
+            try:
+                context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+                context.load_cert_chain(args.tls_cert, args.tls_key)
+                if args.tls_client_ca is not None:
+                    context.load_verify_locations(args.tls_client_ca)
+            except (OSError, ssl.SSLError) as exc:
+                sys.stderr.write(f"upstream.py: cannot use the TLS files: {exc}\n")
+                return 1
+        return asyncio.run(serve(args.port, args.json_response, tls))
     except KeyboardInterrupt:
         return 0
 

@@ -11,13 +11,17 @@
 
 mod body;
 mod call;
+mod failure;
 mod http_client;
 mod local;
+mod tls;
 
 pub use body::UpstreamBody;
 pub use call::{CallerContext, call, list_tools};
+pub use failure::ConnectFailure;
 pub use http_client::HttpClient;
 pub use local::{Channel, Connector, LocalUpstream, UpstreamState};
+pub use tls::TlsSetupError;
 
 use std::sync::Arc;
 
@@ -32,6 +36,9 @@ use crate::error::ProxyError;
 /// How the gateway reaches one upstream: a pooled HTTP client, or a [`LocalUpstream`] that
 /// serves Streamable HTTP in process (stdio programs, legacy HTTP+SSE servers).
 #[derive(Debug, Clone)]
+// Built once per route and kept in it, never moved on the request path: boxing the HTTP
+// client would only add a pointer chase to every request.
+#[allow(clippy::large_enum_variant)]
 pub enum UpstreamClient {
     Http(HttpClient),
     Local(Arc<dyn LocalUpstream>),
@@ -61,9 +68,20 @@ impl UpstreamClient {
                     tokio::time::timeout(upstream.response_timeout, client.send(request))
                         .await
                         .map_err(timeout)?
-                        .map_err(|source| ProxyError::UpstreamConnect {
-                            upstream: upstream.name.clone(),
-                            source: Box::new(source),
+                        .map_err(|failure| {
+                            // Per request: a certificate that expired or a CA that changed
+                            // fails every call until fixed, and each should be visible.
+                            tracing::warn!(
+                                upstream = %upstream.name,
+                                url = %upstream.url,
+                                tls = failure.is_tls(),
+                                error = %failure,
+                                "upstream request failed"
+                            );
+                            ProxyError::UpstreamConnect {
+                                upstream: upstream.name.clone(),
+                                source: Box::new(failure),
+                            }
                         })?;
                 Ok(response.map(UpstreamBody::http))
             }

@@ -1,0 +1,173 @@
+//! Why an HTTP upstream could not be reached, in words an operator can act on.
+//!
+//! hyper's client error says only "client error (Connect)"; the cause sits further down its
+//! `source()` chain. A TLS failure is a `rustls::Error` wrapped (twice) inside an `io::Error`,
+//! whose `source()` skips it, so `io::Error`s are unwrapped by hand. On an HTTP/2 connection
+//! the typed error is lost: h2 keeps only the kind and text of the I/O error, and hyper wraps
+//! that text in a new `io::Error`. tokio-rustls reports every rustls error as `InvalidData`,
+//! which nothing else below hyper does before the response headers (hyper reports a bad
+//! response head as a parse error), so on a TLS upstream that kind marks a TLS failure too.
+//!
+//! An upstream that requires a client certificate refuses one that is missing only after the
+//! handshake (TLS 1.3), with an alert or by simply closing the connection. The gateway knows
+//! whether the upstream asked for one ([`NoClientCertificate`](super::tls::NoClientCertificate))
+//! and says so, since the bare symptom — a closed connection — names no cause.
+
+use std::error::Error;
+use std::io::ErrorKind;
+
+/// An HTTP upstream request that failed before a response arrived. Displays as its cause, such
+/// as `TLS: invalid peer certificate: UnknownIssuer` or `tcp connect error: Connection refused
+/// (os error 111)`; the hyper error stays reachable as the source.
+#[derive(Debug)]
+pub struct ConnectFailure {
+    cause: String,
+    is_tls: bool,
+    source: hyper_util::client::legacy::Error,
+}
+
+/// What went wrong in TLS.
+enum TlsCause {
+    /// The gateway's own checks refused the upstream (its certificate, say).
+    Local(String),
+    /// The upstream ended the session: an alert, or a connection closed after the handshake.
+    Peer(String),
+}
+
+const NO_CLIENT_CERTIFICATE: &str = "the upstream asked for a client certificate and none is \
+                                     configured (tls.client_cert, tls.client_key)";
+
+impl ConnectFailure {
+    /// A failure of a plain `http://` upstream.
+    pub(crate) fn plain(source: hyper_util::client::legacy::Error) -> Self {
+        Self {
+            cause: describe(&source),
+            is_tls: false,
+            source,
+        }
+    }
+
+    /// A failure of an `https://` upstream, which has asked for a client certificate the
+    /// gateway does not have when `asked_for_client_cert`.
+    pub(crate) fn tls(
+        source: hyper_util::client::legacy::Error,
+        asked_for_client_cert: bool,
+    ) -> Self {
+        let cause = match tls_cause(&source, asked_for_client_cert) {
+            Some(TlsCause::Peer(text)) if asked_for_client_cert => {
+                format!("TLS: {NO_CLIENT_CERTIFICATE}; {text}")
+            }
+            Some(TlsCause::Peer(text) | TlsCause::Local(text)) => format!("TLS: {text}"),
+            None => {
+                return Self::plain(source);
+            }
+        };
+        Self {
+            cause,
+            is_tls: true,
+            source,
+        }
+    }
+
+    /// Whether TLS failed: the handshake, or the upstream ending the session (such as over a
+    /// client certificate it demands).
+    pub fn is_tls(&self) -> bool {
+        self.is_tls
+    }
+}
+
+impl std::fmt::Display for ConnectFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.cause)
+    }
+}
+
+impl Error for ConnectFailure {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Every message below hyper's own, joined by `: `.
+fn describe(error: &hyper_util::client::legacy::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    // hyper's own text ("client error (Connect)") says nothing its causes do not.
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    if parts.is_empty() {
+        error.to_string()
+    } else {
+        parts.join(": ")
+    }
+}
+
+/// What TLS reported, if TLS is what failed anywhere in `error`'s chain. A connection closed
+/// without a word counts only after the upstream asked for a client certificate: elsewhere it
+/// is an ordinary dropped connection.
+fn tls_cause(error: &(dyn Error + 'static), asked_for_client_cert: bool) -> Option<TlsCause> {
+    let mut next = Some(error);
+    while let Some(current) = next {
+        if let Some(tls) = unwrap_io(current).downcast_ref::<rustls::Error>() {
+            return Some(match tls {
+                rustls::Error::AlertReceived(_) => TlsCause::Peer(tls.to_string()),
+                _ => TlsCause::Local(tls.to_string()),
+            });
+        }
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                // Past the handshake (on HTTP/2, see above): the upstream's alert.
+                ErrorKind::InvalidData => return Some(TlsCause::Peer(io.to_string())),
+                ErrorKind::UnexpectedEof if asked_for_client_cert => {
+                    return Some(TlsCause::Peer("it closed the connection".to_owned()));
+                }
+                _ => {}
+            }
+        }
+        next = current.source();
+    }
+    None
+}
+
+/// The innermost error an `io::Error` (or a nest of them) wraps; `error` itself otherwise.
+fn unwrap_io<'a>(mut error: &'a (dyn Error + 'static)) -> &'a (dyn Error + 'static) {
+    while let Some(inner) = error
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+    {
+        error = inner;
+    }
+    error
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use http::Request;
+    use http_body_util::Full;
+
+    use crate::testing::{route, unreachable_url};
+
+    #[tokio::test]
+    async fn refused_connection_names_the_tcp_cause_not_hypers_wrapper() {
+        let route = route(&unreachable_url());
+        let request = Request::post(route.upstream.url.clone())
+            .body(Full::new(Bytes::new()))
+            .expect("a valid request");
+        let crate::upstream::UpstreamClient::Http(client) = &route.client else {
+            panic!("an HTTP route");
+        };
+        let failure = client
+            .send(request)
+            .await
+            .expect_err("nothing listens there");
+        let text = failure.to_string();
+        assert!(text.starts_with("tcp connect error"), "{text}");
+        assert!(!failure.is_tls());
+    }
+}
