@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
+use countersign_proxy::route::Route;
+use countersign_proxy::upstream::UpstreamState;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -18,18 +20,42 @@ use tracing::debug;
 
 /// What `/readyz` reports: ready once the MCP listener is serving and the replay store answers
 /// (Redis reachable, when used); not ready while draining.
+///
+/// It also lists each upstream's state, but an upstream's trouble does not make the gateway
+/// unready: the gateway learns that an upstream recovered from the traffic it sends it, and a
+/// replica taken out of rotation gets none.
 #[derive(Debug, Clone, Default)]
 pub struct Readiness {
     serving: Arc<AtomicBool>,
     store: Option<Arc<dyn countersign_store::ReplayStore>>,
+    routes: Vec<Route>,
 }
 
 impl Readiness {
-    pub fn new(store: Option<Arc<dyn countersign_store::ReplayStore>>) -> Self {
+    pub fn new(store: Option<Arc<dyn countersign_store::ReplayStore>>, routes: Vec<Route>) -> Self {
         Self {
             serving: Arc::default(),
             store,
+            routes,
         }
+    }
+
+    /// One line per upstream: `upstream NAME (KIND): STATE`.
+    pub fn upstream_lines(&self) -> String {
+        let mut lines = String::new();
+        for route in &self.routes {
+            let state = match route.client.state() {
+                UpstreamState::Ready => "ready".to_owned(),
+                UpstreamState::Starting => "not contacted yet".to_owned(),
+                UpstreamState::Failed(why) => format!("failing: {why}"),
+            };
+            let kind = route.upstream.transport.kind();
+            lines.push_str(&format!(
+                "upstream {} ({kind}): {state}\n",
+                route.upstream.name
+            ));
+        }
+        lines
     }
 
     pub fn set(&self, ready: bool) {
@@ -88,15 +114,23 @@ async fn answer(
     }
     match request.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/readyz" => match readiness.check().await {
-            Ok(()) => text(StatusCode::OK, "ready\n"),
-            Err(why) => {
-                let mut response =
-                    Response::new(Full::new(Bytes::from(format!("not ready: {why}\n"))));
-                *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-                response
-            }
-        },
+        "/readyz" => {
+            let (status, first) = match readiness.check().await {
+                Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+                Err(why) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("not ready: {why}\n"),
+                ),
+            };
+            let body = first + &readiness.upstream_lines();
+            let mut response = Response::new(Full::new(Bytes::from(body)));
+            *response.status_mut() = status;
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            response
+        }
         "/metrics" => {
             let mut body = String::new();
             if prometheus_client::encoding::text::encode(&mut body, registry).is_err() {

@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod config;
 pub mod live;
+mod probe;
 mod reload;
 pub mod telemetry;
 
@@ -78,13 +79,15 @@ impl RunningGateway {
                 .redis
                 .is_some()
                 .then(|| gateway.approval.store.clone()),
+            gateway.routes.clone(),
         );
+        let routes = gateway.routes.clone();
         let service = gateway_service(&config.proxy, gateway);
 
         let admin_task = admin_listener
             .map(|l| tokio::spawn(admin::serve_admin(l, Arc::new(registry), readiness.clone())));
-        for route in &config.proxy.routes {
-            info!(path = %route.path, upstream = %route.upstream.name, url = %route.upstream.url, "route");
+        for route in &routes {
+            tokio::spawn(probe::announce(route.clone()));
         }
         info!(%addr, admin = ?admin_addr, "countersign is listening");
 

@@ -6,11 +6,13 @@
 
 mod common;
 
+use bytes::Bytes;
 use common::{Harness, TOOLS_LIST};
 use countersign_app::RawConfig;
+use countersign_testkit::mcp::within;
 use countersign_testkit::tls::{TestCa, TlsServer, Validity};
-use countersign_testkit::{RecordingUpstream, TempFile};
-use http::Version;
+use countersign_testkit::{RecordingUpstream, TempFile, TestClient, collect};
+use http::{Method, Version};
 use serde_json::json;
 
 const DELETE_CALL: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_note","arguments":{"name":"readme"}}}"#;
@@ -224,6 +226,56 @@ async fn upstream_that_requires_a_client_certificate_refuses_a_gateway_without_o
          (tls.client_cert, tls.client_key); received fatal alert: CertificateRequired",
     )
     .await;
+}
+
+#[tokio::test]
+async fn startup_probe_names_the_tls_failure_in_readyz_and_sends_nothing() {
+    let trusted = TestCa::new("the CA the gateway trusts");
+    let other = TestCa::new("another CA");
+    let good = tls_upstream(&trusted).await;
+    let bad = tls_upstream(&other).await;
+    let yaml = format!(
+        "listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\naudit: {{ path: 'off' }}\nupstreams:\n  - name: store\n    url: {}\n{tls}  - name: impostor\n    path: /impostor\n    url: {}\n{tls}",
+        good.url(),
+        bad.url(),
+        tls = tls_yaml(&ca_file(&trusted)),
+    );
+    let h = Harness::from_yaml(good, &yaml).await;
+    let admin = h.gateway.admin_addr.expect("admin listener");
+    let body = within("the probes to settle", async {
+        loop {
+            let response = collect(
+                TestClient::default()
+                    .send(
+                        Method::GET,
+                        &format!("http://{admin}/readyz"),
+                        &[],
+                        Bytes::new(),
+                    )
+                    .await,
+            )
+            .await;
+            let body = response.text();
+            if !body.contains("not contacted yet") {
+                return body;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        body.contains("upstream store (streamable-http): ready\n"),
+        "the handshake with the verified upstream succeeded: {body}"
+    );
+    assert!(
+        body.contains(
+            "upstream impostor (streamable-http): failing: upstream `impostor` is unreachable: \
+             TLS: invalid peer certificate: UnknownIssuer"
+        ),
+        "{body}"
+    );
+    assert!(h.upstream.requests().is_empty(), "the probe sends nothing");
+    assert!(bad.requests().is_empty(), "the probe sends nothing");
 }
 
 /// The configuration error for an `https://` upstream with the `tls:` settings `settings`.

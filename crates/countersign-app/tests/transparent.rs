@@ -338,6 +338,38 @@ async fn oversized_upstream_response_is_refused_with_502() {
 }
 
 #[tokio::test]
+async fn oversized_upstream_event_ends_the_stream_with_an_error_for_the_request() {
+    let big = format!(
+        "event: message\ndata: {}\n\n",
+        json!({"jsonrpc":"2.0","id":1,"result":{"blob":"x".repeat(4096)}})
+    );
+    let upstream = RecordingUpstream::with_responder(move |_| Reply::sse(&[big.as_str()])).await;
+    let h = Harness::start(upstream, "    max_response_bytes: 1KiB\n").await;
+    let response = TestClient::default()
+        .post_json(&h.url(), &[], TOOLS_LIST)
+        .await;
+    assert_eq!(response.status, 200, "the stream had already begun");
+    let data: Vec<serde_json::Value> = response
+        .text()
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).expect("JSON"))
+        .collect();
+    assert_eq!(
+        data.len(),
+        1,
+        "one answer, not silence: {}",
+        response.text()
+    );
+    assert_eq!(data[0]["id"], 1);
+    let message = data[0]["error"]["message"].as_str().expect("an error");
+    assert!(
+        message.contains("upstream `store`") && message.contains("larger than 1024 bytes"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
 async fn metrics_are_exposed_under_their_documented_names() {
     let upstream = RecordingUpstream::with_responder(|_| {
         Reply::json(200, json!({"jsonrpc":"2.0","id":1,"result":{"tools":[]}}))

@@ -124,7 +124,7 @@ pub enum ProxyError {
     HeaderMismatch(String),
     #[error("unsupported protocol version `{0}`")]
     UnsupportedProtocolVersion(String),
-    #[error("upstream `{upstream}` is unreachable: {source}")]
+    #[error("upstream `{upstream}` is unreachable: {}", causes(source.as_ref()))]
     UpstreamConnect {
         upstream: String,
         #[source]
@@ -134,7 +134,12 @@ pub enum ProxyError {
     UpstreamTimeout { upstream: String, timeout: Duration },
     #[error("upstream `{upstream}` sent a response larger than {limit} bytes")]
     UpstreamResponseTooLarge { upstream: String, limit: usize },
-    #[error("upstream `{upstream}` response body failed: {source}")]
+    #[error(
+        "upstream `{upstream}` sent an event larger than {limit} bytes (its max_response_bytes \
+         or limits.max_sse_event_bytes, whichever is smaller)"
+    )]
+    UpstreamEventTooLarge { upstream: String, limit: usize },
+    #[error("upstream `{upstream}` response body failed: {}", causes(source.as_ref()))]
     UpstreamBody {
         upstream: String,
         #[source]
@@ -183,6 +188,7 @@ impl ProxyError {
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamTimeout { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
+            | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. } => Side::Upstream,
             ProxyError::RateLimited(hit) => match hit.reason {
@@ -232,6 +238,7 @@ impl ProxyError {
             ProxyError::OverBodyBudget { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
+            | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
@@ -275,6 +282,7 @@ impl ProxyError {
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamTimeout { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
+            | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. }
             | ProxyError::Internal(_) => code::INTERNAL_ERROR,
@@ -351,4 +359,21 @@ impl ProxyError {
         }
         response
     }
+}
+
+/// `error` and every error under it, `: `-separated, leaving out a cause whose text its parent
+/// already shows. Client errors (hyper's among them) keep the useful part — "connection
+/// refused", the TLS verdict — in their sources, not in their own text.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        next = cause.source();
+    }
+    text
 }

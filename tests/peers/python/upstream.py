@@ -11,12 +11,17 @@ The state is real and shared by every session of the process: tests judge a
 gateway by what the upstream actually executed (`audit_log`), never by what
 the gateway says it did.
 
-With --tls-cert and --tls-key it serves HTTPS instead (uvicorn's TLS, HTTP/1.1,
-no ALPN); --tls-client-ca also makes it require a client certificate issued by
-that CA, refusing the handshake otherwise.
-
-Usage: upstream.py --port N [--json-response]
+Usage: upstream.py --port N [--json-response] [--transport streamable-http|sse]
                    [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
+
+With `--transport sse` it speaks only the legacy 2024-11-05 HTTP+SSE transport
+instead: `GET /sse` opens the stream, whose `endpoint` event names
+`/messages/?session_id=…`.
+
+With --tls-cert and --tls-key it serves HTTPS instead of HTTP (uvicorn's TLS,
+HTTP/1.1, no ALPN); --tls-client-ca also makes it require a client certificate
+issued by that CA, refusing the handshake otherwise.
+
 Prints exactly one line `READY` on stdout once the port accepts connections;
 everything else goes to stderr. Exits non-zero with a message on failure.
 """
@@ -256,9 +261,12 @@ def _tls_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-async def serve(port: int, json_response: bool, tls: dict[str, Any]) -> int:
+async def serve(port: int, json_response: bool, transport: str, tls: dict[str, Any]) -> int:
     sock = _bind(port)
-    app = mcp.streamable_http_app(json_response=json_response, host="127.0.0.1")
+    if transport == "sse":
+        app = mcp.sse_app(host="127.0.0.1")
+    else:
+        app = mcp.streamable_http_app(json_response=json_response, host="127.0.0.1")
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -289,6 +297,12 @@ def main() -> int:
         action="store_true",
         help="answer legacy POSTs with application/json instead of text/event-stream",
     )
+    parser.add_argument(
+        "--transport",
+        choices=["streamable-http", "sse"],
+        default="streamable-http",
+        help="sse: serve only the legacy 2024-11-05 HTTP+SSE transport (GET /sse)",
+    )
     parser.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate chain")
     parser.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
     parser.add_argument(
@@ -317,7 +331,7 @@ def main() -> int:
             except (OSError, ssl.SSLError) as exc:
                 sys.stderr.write(f"upstream.py: cannot use the TLS files: {exc}\n")
                 return 1
-        return asyncio.run(serve(args.port, args.json_response, tls))
+        return asyncio.run(serve(args.port, args.json_response, args.transport, tls))
     except KeyboardInterrupt:
         return 0
 

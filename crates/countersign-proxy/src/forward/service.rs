@@ -12,7 +12,7 @@ use crate::body::ResponseBody;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::metrics::{ProxyMetrics, method_label};
-use crate::relay::{StreamSettings, WatchResponses, relay};
+use crate::relay::{PendingAnswers, StreamSettings, WatchResponses, relay};
 use crate::route::Route;
 use crate::upstream::upstream_request;
 
@@ -84,6 +84,7 @@ impl Shared {
             &self.metrics,
             &self.streams,
             observer,
+            PendingAnswers::new(request_ids(cleared.payload())),
         )
         .await;
         match relayed {
@@ -114,5 +115,18 @@ fn labels(method: &Method, payload: Option<&Payload>) -> (&'static str, Option<R
         Some(Payload::Batch(_)) => ("batch", None),
         None if method == Method::GET => ("GET", None),
         None => ("DELETE", None),
+    }
+}
+
+/// The ids of the requests in the forwarded message: the answers its stream owes the client.
+fn request_ids(payload: Option<&Payload>) -> Vec<RequestId> {
+    let request_id = |message: &Message| match message {
+        Message::Request(request) => Some(request.id.clone()),
+        _ => None,
+    };
+    match payload {
+        Some(Payload::Single(message)) => request_id(message).into_iter().collect(),
+        Some(Payload::Batch(messages)) => messages.iter().filter_map(request_id).collect(),
+        None => Vec::new(),
     }
 }

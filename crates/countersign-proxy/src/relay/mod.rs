@@ -3,9 +3,11 @@
 //! passes a [`MessageObserver`] on its way, which is how the gateway's response edits and
 //! catalog watching see upstream traffic without the relay knowing anything about them.
 
+mod pending;
 mod quiet;
 mod sse;
 
+pub use pending::PendingAnswers;
 pub use quiet::QuietLimits;
 pub use sse::{SseRelay, StreamSettings};
 
@@ -49,6 +51,7 @@ pub async fn relay(
     metrics: &ProxyMetrics,
     streams: &StreamSettings,
     mut observer: Option<Observer>,
+    pending: PendingAnswers,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let upstream = &route.upstream;
     let clock = &streams.clock;
@@ -74,7 +77,14 @@ pub async fn relay(
             HeaderName::from_static("x-accel-buffering"),
             HeaderValue::from_static("no"),
         );
-        SseRelay::new(body, streams, metrics, route.label, observer).boxed_unsync()
+        // One message may not exceed the upstream's response limit, streamed or not.
+        let settings = StreamSettings {
+            max_event_bytes: streams
+                .max_event_bytes
+                .min(upstream.max_response_bytes.get()),
+            ..streams.clone()
+        };
+        SseRelay::new(body, &settings, metrics, route.label, observer, pending).boxed_unsync()
     } else {
         let bytes = buffer(upstream, body).await?;
         match observer.as_mut().and_then(|o| o.observe(&bytes)) {

@@ -13,41 +13,63 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use countersign_jsonrpc::sse::{SseDecoder, SseEvent, SseField};
+use countersign_jsonrpc::sse::{SseDecoder, SseError, SseEvent, SseField};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::Observer;
+use super::pending::PendingAnswers;
 use super::quiet::{Due, KEEP_ALIVE_COMMENT, QuietClock, QuietLimits};
 use crate::body::BoxError;
 use crate::clock::Clock;
+use crate::error::ProxyError;
 use crate::metrics::{ProxyMetrics, StreamGuard};
 
 /// Encodes every event `next` yields (after the observer saw it) into one frame; `None` when
-/// there was none.
+/// there was none. A decoding failure ends the drain: the events before it are still returned,
+/// and the failure is left in `failure` for the caller to cut the stream with.
 fn drain(
     decoder: &mut SseDecoder,
-    observer: &mut Option<Observer>,
-    sent_anything: &mut bool,
-    next: fn(&mut SseDecoder) -> Result<Option<SseEvent>, countersign_jsonrpc::sse::SseError>,
-) -> Result<Option<Frame<Bytes>>, BoxError> {
+    watch: &mut Watch<'_>,
+    next: fn(&mut SseDecoder) -> Result<Option<SseEvent>, SseError>,
+) -> Option<Frame<Bytes>> {
     let mut out = Vec::new();
-    while let Some(mut event) = next(decoder).map_err(Box::new)? {
-        if let Some(observer) = observer.as_mut() {
-            observe_event(observer, &mut event);
+    loop {
+        match next(decoder) {
+            Ok(Some(mut event)) => {
+                if let Some(observer) = watch.observer.as_mut() {
+                    observe_event(observer, &mut event);
+                }
+                if let Some(data) = event.data() {
+                    watch.pending.saw(&data);
+                }
+                event.encode(&mut out);
+            }
+            Ok(None) => break,
+            Err(error) => {
+                *watch.failure = Some(error);
+                break;
+            }
         }
-        event.encode(&mut out);
     }
     if out.is_empty() {
-        return Ok(None);
+        return None;
     }
-    if !*sent_anything {
+    if !*watch.sent_anything {
         SseEvent::guard_stream_start(&mut out);
-        *sent_anything = true;
+        *watch.sent_anything = true;
     }
-    Ok(Some(Frame::data(Bytes::from(out))))
+    Some(Frame::data(Bytes::from(out)))
+}
+
+/// What [`drain`] updates besides the decoder.
+struct Watch<'a> {
+    observer: &'a mut Option<Observer>,
+    pending: &'a mut PendingAnswers,
+    sent_anything: &'a mut bool,
+    failure: &'a mut Option<SseError>,
 }
 
 /// Lets the observer see (and replace) the data of one event.
@@ -75,6 +97,7 @@ fn observe_event(observer: &mut Observer, event: &mut SseEvent) {
 
 pin_project! {
     /// Response body that relays an upstream SSE body one event at a time.
+    #[project = SseRelayProj]
     pub struct SseRelay<B> {
         // `None` once the stream was ended for idleness: dropping the body closes the upstream
         // connection at once rather than when the client finally goes.
@@ -85,6 +108,11 @@ pin_project! {
         // Whether any bytes went to the client yet: the stream's start needs a BOM guard.
         sent_anything: bool,
         observer: Option<Observer>,
+        // The requests whose answers have not passed yet, answered with an error if the stream
+        // has to be cut.
+        pending: PendingAnswers,
+        // A decoding failure met while draining, acted on once the events before it are out.
+        failure: Option<SseError>,
         quiet: QuietClock,
         #[pin]
         timer: Sleep,
@@ -120,6 +148,7 @@ impl<B> SseRelay<B> {
         metrics: &ProxyMetrics,
         upstream_label: &'static str,
         observer: Option<Observer>,
+        pending: PendingAnswers,
     ) -> Self {
         let (quiet, timer) = QuietClock::start(settings.quiet, settings.clock.clone());
         Self {
@@ -128,6 +157,8 @@ impl<B> SseRelay<B> {
             upstream_done: false,
             sent_anything: false,
             observer,
+            pending,
+            failure: None,
             quiet,
             timer,
             metrics: metrics.clone(),
@@ -151,20 +182,41 @@ where
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let mut this = self.project();
         loop {
+            if let Some(failure) = this.failure.take() {
+                let error = match failure {
+                    SseError::EventTooLarge { max } => {
+                        this.metrics.record_limit_hit("sse_event_bytes");
+                        ProxyError::UpstreamEventTooLarge {
+                            upstream: (*this.upstream_label).to_owned(),
+                            limit: max,
+                        }
+                    }
+                    other => ProxyError::UpstreamBody {
+                        upstream: (*this.upstream_label).to_owned(),
+                        source: Box::new(other),
+                    },
+                };
+                return Poll::Ready(cut(&mut this, &error));
+            }
+            // Cut or ended for idleness: nothing more is relayed.
+            if this.upstream.is_none() {
+                return Poll::Ready(None);
+            }
             // Drain every event already complete into one frame: one write per upstream chunk.
-            match drain(
-                this.decoder,
-                this.observer,
-                this.sent_anything,
-                SseDecoder::next_event,
-            ) {
-                Err(error) => return Poll::Ready(Some(Err(error))),
-                Ok(Some(frame)) => {
+            let mut watch = Watch {
+                observer: this.observer,
+                pending: this.pending,
+                sent_anything: this.sent_anything,
+                failure: this.failure,
+            };
+            match drain(this.decoder, &mut watch, SseDecoder::next_event) {
+                Some(frame) => {
                     this.quiet.sent();
                     return Poll::Ready(Some(Ok(frame)));
                 }
-                Ok(None) if *this.upstream_done => return Poll::Ready(None),
-                Ok(None) => {}
+                None if this.failure.is_some() => continue,
+                None if *this.upstream_done => return Poll::Ready(None),
+                None => {}
             }
             let Some(upstream) = this.upstream.as_mut().as_pin_mut() else {
                 return Poll::Ready(None);
@@ -202,20 +254,26 @@ where
                     }
                 }
                 Poll::Ready(Some(Err(error))) => {
-                    let error: BoxError = error.into();
-                    debug!(%error, "upstream SSE stream failed");
-                    return Poll::Ready(Some(Err(error)));
+                    let error = ProxyError::UpstreamBody {
+                        upstream: (*this.upstream_label).to_owned(),
+                        source: error.into(),
+                    };
+                    return Poll::Ready(cut(&mut this, &error));
                 }
                 Poll::Ready(None) => {
                     // The stream ended: whatever the decoder still holds is the last event.
                     *this.upstream_done = true;
-                    let last = drain(
-                        this.decoder,
-                        this.observer,
-                        this.sent_anything,
-                        SseDecoder::finish,
-                    );
-                    return Poll::Ready(last.transpose());
+                    let mut watch = Watch {
+                        observer: this.observer,
+                        pending: this.pending,
+                        sent_anything: this.sent_anything,
+                        failure: this.failure,
+                    };
+                    match drain(this.decoder, &mut watch, SseDecoder::finish) {
+                        Some(frame) => return Poll::Ready(Some(Ok(frame))),
+                        None if this.failure.is_some() => continue,
+                        None => return Poll::Ready(None),
+                    }
                 }
             }
         }
@@ -224,4 +282,21 @@ where
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
     }
+}
+
+/// Ends the stream on `error`: logs it, drops the upstream, and sends each request still waiting
+/// for its answer a JSON-RPC error event, so no client waits on a stream that silently ended.
+fn cut<B>(
+    this: &mut SseRelayProj<'_, B>,
+    error: &ProxyError,
+) -> Option<Result<Frame<Bytes>, BoxError>> {
+    warn!(upstream = *this.upstream_label, %error, "upstream event stream cut");
+    this.upstream.set(None);
+    *this.upstream_done = true;
+    let answers = this.pending.answer_all(error);
+    if answers.is_empty() {
+        return None;
+    }
+    *this.sent_anything = true;
+    Some(Ok(Frame::data(Bytes::from(answers))))
 }

@@ -8,7 +8,9 @@ use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::mpsc;
 
-use super::{MessageObserver, Observer, QuietLimits, SseRelay, StreamSettings};
+use countersign_jsonrpc::message::RequestId;
+
+use super::{MessageObserver, Observer, PendingAnswers, QuietLimits, SseRelay, StreamSettings};
 use crate::clock::{Clock, SystemClock};
 use crate::metrics::ProxyMetrics;
 
@@ -44,15 +46,33 @@ fn relay<B>(body: B, observer: Option<Observer>) -> SseRelay<B> {
 }
 
 fn relay_measured<B>(body: B, observer: Option<Observer>, metrics: &ProxyMetrics) -> SseRelay<B> {
+    relay_for(body, observer, metrics, Vec::new(), 1 << 20)
+}
+
+/// A relay of the stream answering the requests `pending`, with events up to `max_event_bytes`.
+fn relay_for<B>(
+    body: B,
+    observer: Option<Observer>,
+    metrics: &ProxyMetrics,
+    pending: Vec<RequestId>,
+    max_event_bytes: usize,
+) -> SseRelay<B> {
     let settings = StreamSettings {
-        max_event_bytes: 1 << 20,
+        max_event_bytes,
         quiet: QuietLimits {
             keep_alive: KEEP_ALIVE,
             idle_timeout: IDLE_TIMEOUT,
         },
         clock: Arc::new(SystemClock),
     };
-    SseRelay::new(body, &settings, metrics, "store", observer)
+    SseRelay::new(
+        body,
+        &settings,
+        metrics,
+        "store",
+        observer,
+        PendingAnswers::new(pending),
+    )
 }
 
 /// An upstream body the test feeds chunk by chunk; it stays open until the sender is dropped.
@@ -247,4 +267,101 @@ async fn upstream_bytes_restart_the_idle_clock_but_half_an_event_is_never_sent()
         sent.iter().all(|frame| !frame.contains("cut")),
         "the event the upstream never finished is not sent: {sent:?}"
     );
+}
+
+/// The JSON-RPC messages in the `data:` lines of `frames`.
+fn messages(frames: &[String]) -> Vec<serde_json::Value> {
+    frames
+        .iter()
+        .flat_map(|frame| frame.lines())
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).expect("JSON data"))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_oversized_answer_ends_the_stream_with_a_clear_error_for_the_request() {
+    let big = format!(
+        "data: {{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":\"{}\"}}\n\n",
+        "x".repeat(300)
+    );
+    let chunks = [
+        "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n",
+        Box::leak(big.into_boxed_str()),
+    ];
+    let body = upstream(&chunks);
+    let metrics = ProxyMetrics::unregistered();
+
+    let frames = frames(relay_for(
+        body,
+        None,
+        &metrics,
+        vec![RequestId::Number(7.into())],
+        256,
+    ))
+    .await;
+
+    let messages = messages(&frames);
+    assert_eq!(
+        messages.len(),
+        2,
+        "the progress notification, then the error: {frames:?}"
+    );
+    assert_eq!(messages[0]["method"], "notifications/progress");
+    assert_eq!(messages[1]["id"], 7);
+    assert_eq!(messages[1]["error"]["code"], -32603);
+    let text = messages[1]["error"]["message"].as_str().expect("message");
+    assert!(
+        text.contains("upstream `store`") && text.contains("larger than 256 bytes"),
+        "names the upstream and the limit: {text}"
+    );
+    assert!(frames[1].starts_with("event: message\n"), "{frames:?}");
+}
+
+#[tokio::test]
+async fn a_cut_stream_answers_only_the_requests_still_waiting() {
+    let big = format!("data: {{\"pad\":\"{}\"}}\n\n", "x".repeat(300));
+    let chunks = [
+        "data: {\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{}}\n\n",
+        Box::leak(big.into_boxed_str()),
+    ];
+    let body = upstream(&chunks);
+    let pending = vec![RequestId::String("a".into()), RequestId::String("b".into())];
+
+    let frames = frames(relay_for(
+        body,
+        None,
+        &ProxyMetrics::unregistered(),
+        pending,
+        256,
+    ))
+    .await;
+
+    let messages = messages(&frames);
+    assert_eq!(messages.len(), 2, "{frames:?}");
+    assert_eq!(
+        messages[0]["result"],
+        serde_json::json!({}),
+        "a's own answer"
+    );
+    assert_eq!(messages[1]["id"], "b", "only b is still owed an answer");
+    assert!(messages[1]["error"].is_object());
+}
+
+#[tokio::test]
+async fn a_cut_stream_with_nothing_pending_just_ends() {
+    let big = format!("data: {{\"pad\":\"{}\"}}\n\n", "x".repeat(300));
+    let chunks = ["data: {\"n\":1}\n\n", Box::leak(big.into_boxed_str())];
+    let body = upstream(&chunks);
+
+    let frames = frames(relay_for(
+        body,
+        None,
+        &ProxyMetrics::unregistered(),
+        Vec::new(),
+        256,
+    ))
+    .await;
+
+    assert_eq!(frames, ["data: {\"n\":1}\n\n"]);
 }

@@ -1,7 +1,8 @@
 //! Why an HTTP upstream could not be reached, in words an operator can act on.
 //!
 //! hyper's client error says only "client error (Connect)"; the cause sits further down its
-//! `source()` chain. A TLS failure is a `rustls::Error` wrapped (twice) inside an `io::Error`,
+//! `source()` chain (which [`ProxyError`](crate::error::ProxyError) also walks, for errors of
+//! other kinds). A TLS failure is a `rustls::Error` wrapped (twice) inside an `io::Error`,
 //! whose `source()` skips it, so `io::Error`s are unwrapped by hand. On an HTTP/2 connection
 //! the typed error is lost: h2 keeps only the kind and text of the I/O error, and hyper wraps
 //! that text in a new `io::Error`. tokio-rustls reports every rustls error as `InvalidData`,
@@ -16,14 +17,17 @@
 use std::error::Error;
 use std::io::ErrorKind;
 
-/// An HTTP upstream request that failed before a response arrived. Displays as its cause, such
-/// as `TLS: invalid peer certificate: UnknownIssuer` or `tcp connect error: Connection refused
-/// (os error 111)`; the hyper error stays reachable as the source.
+use crate::body::BoxError;
+
+/// An HTTP upstream request (or connection) that failed before a response arrived. Displays
+/// as its whole cause, such as `TLS: invalid peer certificate: UnknownIssuer` or `tcp connect
+/// error: Connection refused (os error 111)`; the error it was built from stays in
+/// [`ConnectFailure::inner`].
 #[derive(Debug)]
 pub struct ConnectFailure {
     cause: String,
     is_tls: bool,
-    source: hyper_util::client::legacy::Error,
+    inner: BoxError,
 }
 
 /// What went wrong in TLS.
@@ -39,34 +43,36 @@ const NO_CLIENT_CERTIFICATE: &str = "the upstream asked for a client certificate
 
 impl ConnectFailure {
     /// A failure of a plain `http://` upstream.
-    pub(crate) fn plain(source: hyper_util::client::legacy::Error) -> Self {
+    pub(crate) fn plain(error: impl Into<BoxError>) -> Self {
+        let inner = error.into();
         Self {
-            cause: describe(&source),
+            cause: describe(&*inner),
             is_tls: false,
-            source,
+            inner,
         }
     }
 
     /// A failure of an `https://` upstream, which has asked for a client certificate the
     /// gateway does not have when `asked_for_client_cert`.
-    pub(crate) fn tls(
-        source: hyper_util::client::legacy::Error,
-        asked_for_client_cert: bool,
-    ) -> Self {
-        let cause = match tls_cause(&source, asked_for_client_cert) {
+    pub(crate) fn tls(error: impl Into<BoxError>, asked_for_client_cert: bool) -> Self {
+        let inner = error.into();
+        let cause = match tls_cause(&*inner, asked_for_client_cert) {
             Some(TlsCause::Peer(text)) if asked_for_client_cert => {
                 format!("TLS: {NO_CLIENT_CERTIFICATE}; {text}")
             }
             Some(TlsCause::Peer(text) | TlsCause::Local(text)) => format!("TLS: {text}"),
-            None => {
-                return Self::plain(source);
-            }
+            None => return Self::plain(inner),
         };
         Self {
             cause,
             is_tls: true,
-            source,
+            inner,
         }
+    }
+
+    /// The error this failure was built from (hyper's, or the connector's).
+    pub fn inner(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.inner
     }
 
     /// Whether TLS failed: the handshake, or the upstream ending the session (such as over a
@@ -82,17 +88,19 @@ impl std::fmt::Display for ConnectFailure {
     }
 }
 
-impl Error for ConnectFailure {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&self.source)
-    }
-}
+// No `source()`: the text already is the whole chain, and whoever walks sources (the
+// `ProxyError` messages do) would print it twice.
+impl Error for ConnectFailure {}
 
-/// Every message below hyper's own, joined by `: `.
-fn describe(error: &hyper_util::client::legacy::Error) -> String {
+/// Every message of `error`'s chain, joined by `: `; hyper's own client error ("client error
+/// (Connect)") left out, since it says nothing its causes do not.
+fn describe(error: &(dyn Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
-    // hyper's own text ("client error (Connect)") says nothing its causes do not.
-    let mut next = error.source();
+    let mut next = if error.is::<hyper_util::client::legacy::Error>() {
+        error.source()
+    } else {
+        Some(error)
+    };
     while let Some(cause) = next {
         let text = cause.to_string();
         if parts.last() != Some(&text) {
@@ -159,7 +167,7 @@ mod tests {
         let request = Request::post(route.upstream.url.clone())
             .body(Full::new(Bytes::new()))
             .expect("a valid request");
-        let crate::upstream::UpstreamClient::Http(client) = &route.client else {
+        let crate::upstream::UpstreamClient::Http { client, .. } = &route.client else {
             panic!("an HTTP route");
         };
         let failure = client

@@ -5,16 +5,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::uri::Scheme;
-use http::{Request, Response};
+use http::{Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::{Builder, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tower::Service;
 
 use super::failure::ConnectFailure;
 use super::tls::NoClientCertificate;
+use crate::body::BoxError;
 use crate::config::Upstream;
 
 /// Connection-pooled HTTP client for one upstream.
@@ -24,16 +26,21 @@ pub struct HttpClient {
 }
 
 /// One client type per scheme, so a plain upstream runs exactly the HTTP/1.1 client it always
-/// did and a TLS one can never fall back to plaintext.
+/// did and a TLS one can never fall back to plaintext. Each keeps its own connector, for the
+/// start-up probe.
 #[derive(Debug, Clone)]
 enum Pooled {
-    Plain(Client<HttpConnector, Full<Bytes>>),
+    Plain {
+        client: Client<HttpConnector, Full<Bytes>>,
+        connector: HttpConnector,
+    },
     Tls(TlsPooled),
 }
 
 #[derive(Debug, Clone)]
 struct TlsPooled {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    connector: HttpsConnector<HttpConnector>,
     /// Set when no client certificate is configured.
     no_client_cert: Option<Arc<NoClientCertificate>>,
 }
@@ -59,14 +66,37 @@ impl HttpClient {
                 .enable_all_versions()
                 .wrap_connector(tcp);
             Pooled::Tls(TlsPooled {
-                client: builder().build(connector),
+                client: builder().build(connector.clone()),
+                connector,
                 no_client_cert,
             })
         } else {
             tcp.enforce_http(true);
-            Pooled::Plain(builder().build(tcp))
+            Pooled::Plain {
+                client: builder().build(tcp.clone()),
+                connector: tcp,
+            }
         };
         Self { client }
+    }
+
+    /// Opens one connection to `uri` the way a request would (with the TLS handshake, for
+    /// `https://`), and closes it: the upstream is reached without being sent anything.
+    pub async fn connect(&self, uri: Uri) -> Result<(), BoxError> {
+        match &self.client {
+            Pooled::Plain { connector, .. } => {
+                let mut connector = connector.clone();
+                connector.call(uri).await.map(drop).map_err(Into::into)
+            }
+            Pooled::Tls(tls) => {
+                let mut connector = tls.connector.clone();
+                connector
+                    .call(uri)
+                    .await
+                    .map(drop)
+                    .map_err(|error| Box::new(ConnectFailure::tls(error, tls.asked())) as BoxError)
+            }
+        }
     }
 
     /// Sends `request`; resolves once the response headers arrived.
@@ -75,12 +105,22 @@ impl HttpClient {
         request: Request<Full<Bytes>>,
     ) -> Result<Response<Incoming>, ConnectFailure> {
         match &self.client {
-            Pooled::Plain(client) => client.request(request).await.map_err(ConnectFailure::plain),
-            Pooled::Tls(tls) => tls.client.request(request).await.map_err(|error| {
-                let asked = tls.no_client_cert.as_ref().is_some_and(|n| n.asked());
-                ConnectFailure::tls(error, asked)
-            }),
+            Pooled::Plain { client, .. } => {
+                client.request(request).await.map_err(ConnectFailure::plain)
+            }
+            Pooled::Tls(tls) => tls
+                .client
+                .request(request)
+                .await
+                .map_err(|error| ConnectFailure::tls(error, tls.asked())),
         }
+    }
+}
+
+impl TlsPooled {
+    /// Whether the upstream asked for a client certificate the gateway does not have.
+    fn asked(&self) -> bool {
+        self.no_client_cert.as_ref().is_some_and(|n| n.asked())
     }
 }
 

@@ -12,16 +12,23 @@
 mod body;
 mod call;
 mod failure;
+mod health;
 mod http_client;
+mod legacy_sse;
 mod local;
+mod probe;
 mod tls;
 
 pub use body::UpstreamBody;
 pub use call::{CallerContext, call, list_tools};
 pub use failure::ConnectFailure;
 pub use http_client::HttpClient;
+pub use legacy_sse::LegacySseConnector;
 pub use local::{Channel, Connector, LocalUpstream, UpstreamState};
+pub use probe::probe;
 pub use tls::TlsSetupError;
+
+use health::Health;
 
 use std::sync::Arc;
 
@@ -40,7 +47,10 @@ use crate::error::ProxyError;
 // client would only add a pointer chase to every request.
 #[allow(clippy::large_enum_variant)]
 pub enum UpstreamClient {
-    Http(HttpClient),
+    Http {
+        client: HttpClient,
+        health: Arc<Health>,
+    },
     Local(Arc<dyn LocalUpstream>),
 }
 
@@ -48,7 +58,10 @@ impl UpstreamClient {
     /// The HTTP client for HTTP upstreams. Local upstreams are built by the app, which owns
     /// their processes and connections, and handed in with [`UpstreamClient::Local`].
     pub fn new(upstream: &Upstream) -> Self {
-        UpstreamClient::Http(HttpClient::new(upstream))
+        UpstreamClient::Http {
+            client: HttpClient::new(upstream),
+            health: Arc::default(),
+        }
     }
 
     /// Sends `request` and waits for the response headers, at most the upstream's
@@ -63,12 +76,12 @@ impl UpstreamClient {
             timeout: upstream.response_timeout,
         };
         match self {
-            UpstreamClient::Http(client) => {
-                let response =
-                    tokio::time::timeout(upstream.response_timeout, client.send(request))
-                        .await
-                        .map_err(timeout)?
-                        .map_err(|failure| {
+            UpstreamClient::Http { client, health } => {
+                let sent = tokio::time::timeout(upstream.response_timeout, client.send(request))
+                    .await
+                    .map_err(timeout)
+                    .and_then(|sent| {
+                        sent.map_err(|failure| {
                             // Per request: a certificate that expired or a CA that changed
                             // fails every call until fixed, and each should be visible.
                             tracing::warn!(
@@ -82,8 +95,18 @@ impl UpstreamClient {
                                 upstream: upstream.name.clone(),
                                 source: Box::new(failure),
                             }
-                        })?;
-                Ok(response.map(UpstreamBody::http))
+                        })
+                    });
+                match sent {
+                    Ok(response) => {
+                        health.reached();
+                        Ok(response.map(UpstreamBody::http))
+                    }
+                    Err(error) => {
+                        health.failed(&error);
+                        Err(error)
+                    }
+                }
             }
             UpstreamClient::Local(local) => {
                 let response =
@@ -98,7 +121,7 @@ impl UpstreamClient {
     /// The upstream's state, for `/readyz` and the start-up log.
     pub fn state(&self) -> UpstreamState {
         match self {
-            UpstreamClient::Http(_) => UpstreamState::Ready,
+            UpstreamClient::Http { health, .. } => health.state(),
             UpstreamClient::Local(local) => local.state(),
         }
     }
