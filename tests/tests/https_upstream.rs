@@ -323,3 +323,31 @@ async fn check_and_serve_refuse_a_missing_ca_file_naming_the_key_and_path() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_certificate_the_upstream_does_not_accept_is_refused() {
+    let ca = TestCa::new("countersign e2e CA");
+    let stranger = TestCa::new("a CA the upstream does not know");
+    let (_upstream, url) =
+        start_python_tls_upstream(&upstream_identity(&ca), Some(&ca.cert_file())).await;
+    let allow_all = policy("allow-all.yaml");
+    let refused = ConfiguredGateway::start(
+        &https_entry(&url, &ca.cert_file(), &client_certificate(&stranger)),
+        Some(&allow_all),
+        &[],
+    )
+    .await;
+    let verified = ConfiguredGateway::start(
+        &https_entry(&url, &ca.cert_file(), &client_certificate(&ca)),
+        Some(&allow_all),
+        &[],
+    )
+    .await;
+    assert_refused(
+        &refused,
+        "TLS: the upstream asked for a client certificate, was sent tls.client_cert, and closed \
+         the connection",
+        &verified,
+    )
+    .await;
+}

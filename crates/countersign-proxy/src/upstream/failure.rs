@@ -9,9 +9,9 @@
 //! which nothing else below hyper does before the response headers (hyper reports a bad
 //! response head as a parse error), so on a TLS upstream that kind marks a TLS failure too.
 //!
-//! An upstream that requires a client certificate refuses one that is missing only after the
-//! handshake (TLS 1.3), with an alert or by simply closing the connection. The gateway knows
-//! whether the upstream asked for one ([`NoClientCertificate`](super::tls::NoClientCertificate))
+//! An upstream that requires a client certificate refuses a missing or unwelcome one only after
+//! the handshake (TLS 1.3), with an alert or by simply closing the connection. The gateway knows
+//! whether the upstream asked for one ([`ClientCertRequests`](super::tls::ClientCertRequests))
 //! and says so, since the bare symptom — a closed connection — names no cause.
 
 use std::error::Error;
@@ -30,12 +30,24 @@ pub struct ConnectFailure {
     inner: BoxError,
 }
 
+/// What an `https://` upstream has done about client certificates so far.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientCertState {
+    /// It asked for one, on some connection.
+    pub(crate) asked: bool,
+    /// The gateway has one to present.
+    pub(crate) configured: bool,
+}
+
 /// What went wrong in TLS.
 enum TlsCause {
     /// The gateway's own checks refused the upstream (its certificate, say).
     Local(String),
-    /// The upstream ended the session: an alert, or a connection closed after the handshake.
-    Peer(String),
+    /// The upstream's alert.
+    Alert(String),
+    /// The upstream closed the connection without a word, after asking for a client
+    /// certificate.
+    Closed,
 }
 
 const NO_CLIENT_CERTIFICATE: &str = "the upstream asked for a client certificate and none is \
@@ -52,15 +64,24 @@ impl ConnectFailure {
         }
     }
 
-    /// A failure of an `https://` upstream, which has asked for a client certificate the
-    /// gateway does not have when `asked_for_client_cert`.
-    pub(crate) fn tls(error: impl Into<BoxError>, asked_for_client_cert: bool) -> Self {
+    /// A failure of an `https://` upstream, with what it did about client certificates.
+    pub(crate) fn tls(error: impl Into<BoxError>, client_cert: ClientCertState) -> Self {
         let inner = error.into();
-        let cause = match tls_cause(&*inner, asked_for_client_cert) {
-            Some(TlsCause::Peer(text)) if asked_for_client_cert => {
+        let missing = client_cert.asked && !client_cert.configured;
+        let cause = match tls_cause(&*inner, client_cert.asked) {
+            Some(TlsCause::Local(text)) => format!("TLS: {text}"),
+            Some(TlsCause::Alert(text)) if missing => {
                 format!("TLS: {NO_CLIENT_CERTIFICATE}; {text}")
             }
-            Some(TlsCause::Peer(text) | TlsCause::Local(text)) => format!("TLS: {text}"),
+            Some(TlsCause::Alert(text)) => format!("TLS: {text}"),
+            Some(TlsCause::Closed) if missing => {
+                format!("TLS: {NO_CLIENT_CERTIFICATE}; it closed the connection")
+            }
+            Some(TlsCause::Closed) => format!(
+                "TLS: the upstream asked for a client certificate, was sent tls.client_cert, and \
+                 closed the connection (does it accept that certificate?): {}",
+                describe(&*inner)
+            ),
             None => return Self::plain(inner),
         };
         Self {
@@ -115,24 +136,29 @@ fn describe(error: &(dyn Error + 'static)) -> String {
     }
 }
 
-/// What TLS reported, if TLS is what failed anywhere in `error`'s chain. A connection closed
-/// without a word counts only after the upstream asked for a client certificate: elsewhere it
-/// is an ordinary dropped connection.
+/// What TLS reported, if TLS is what failed anywhere in `error`'s chain. A connection that
+/// ends without a word counts only after the upstream asked for a client certificate:
+/// elsewhere it is an ordinary dropped connection.
 fn tls_cause(error: &(dyn Error + 'static), asked_for_client_cert: bool) -> Option<TlsCause> {
     let mut next = Some(error);
     while let Some(current) = next {
         if let Some(tls) = unwrap_io(current).downcast_ref::<rustls::Error>() {
             return Some(match tls {
-                rustls::Error::AlertReceived(_) => TlsCause::Peer(tls.to_string()),
+                rustls::Error::AlertReceived(_) => TlsCause::Alert(tls.to_string()),
                 _ => TlsCause::Local(tls.to_string()),
             });
         }
         if let Some(io) = current.downcast_ref::<std::io::Error>() {
             match io.kind() {
                 // Past the handshake (on HTTP/2, see above): the upstream's alert.
-                ErrorKind::InvalidData => return Some(TlsCause::Peer(io.to_string())),
-                ErrorKind::UnexpectedEof if asked_for_client_cert => {
-                    return Some(TlsCause::Peer("it closed the connection".to_owned()));
+                ErrorKind::InvalidData => return Some(TlsCause::Alert(io.to_string())),
+                ErrorKind::UnexpectedEof
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::BrokenPipe
+                    if asked_for_client_cert =>
+                {
+                    return Some(TlsCause::Closed);
                 }
                 _ => {}
             }

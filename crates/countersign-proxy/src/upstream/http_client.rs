@@ -14,8 +14,9 @@ use hyper_util::client::legacy::{Builder, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tower::Service;
 
+use super::failure::ClientCertState;
 use super::failure::ConnectFailure;
-use super::tls::NoClientCertificate;
+use super::tls::ClientCertRequests;
 use crate::body::BoxError;
 use crate::config::Upstream;
 
@@ -41,8 +42,7 @@ enum Pooled {
 struct TlsPooled {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     connector: HttpsConnector<HttpConnector>,
-    /// Set when no client certificate is configured.
-    no_client_cert: Option<Arc<NoClientCertificate>>,
+    cert_requests: Arc<ClientCertRequests>,
 }
 
 impl HttpClient {
@@ -54,11 +54,11 @@ impl HttpClient {
             // The TLS connector hands the TCP connector `https://` URIs.
             tcp.enforce_http(false);
             let mut config = upstream.tls.client_config();
-            let no_client_cert = (!config.client_auth_cert_resolver.has_certs()).then(|| {
-                let stand_in = Arc::new(NoClientCertificate::new(&upstream.name));
-                config.client_auth_cert_resolver = stand_in.clone();
-                stand_in
-            });
+            let cert_requests = Arc::new(ClientCertRequests::new(
+                &upstream.name,
+                config.client_auth_cert_resolver.clone(),
+            ));
+            config.client_auth_cert_resolver = cert_requests.clone();
             let connector = HttpsConnectorBuilder::new()
                 .with_tls_config(config)
                 .https_only()
@@ -68,7 +68,7 @@ impl HttpClient {
             Pooled::Tls(TlsPooled {
                 client: builder().build(connector.clone()),
                 connector,
-                no_client_cert,
+                cert_requests,
             })
         } else {
             tcp.enforce_http(true);
@@ -90,11 +90,9 @@ impl HttpClient {
             }
             Pooled::Tls(tls) => {
                 let mut connector = tls.connector.clone();
-                connector
-                    .call(uri)
-                    .await
-                    .map(drop)
-                    .map_err(|error| Box::new(ConnectFailure::tls(error, tls.asked())) as BoxError)
+                connector.call(uri).await.map(drop).map_err(|error| {
+                    Box::new(ConnectFailure::tls(error, tls.client_cert())) as BoxError
+                })
             }
         }
     }
@@ -112,15 +110,17 @@ impl HttpClient {
                 .client
                 .request(request)
                 .await
-                .map_err(|error| ConnectFailure::tls(error, tls.asked())),
+                .map_err(|error| ConnectFailure::tls(error, tls.client_cert())),
         }
     }
 }
 
 impl TlsPooled {
-    /// Whether the upstream asked for a client certificate the gateway does not have.
-    fn asked(&self) -> bool {
-        self.no_client_cert.as_ref().is_some_and(|n| n.asked())
+    fn client_cert(&self) -> ClientCertState {
+        ClientCertState {
+            asked: self.cert_requests.asked(),
+            configured: self.cert_requests.configured(),
+        }
     }
 }
 

@@ -221,20 +221,24 @@ fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsSetupError> {
     })
 }
 
-/// Stands in for the client certificate an upstream may ask for when none is configured: it
-/// answers with none, as rustls would, but remembers that the upstream asked. An upstream that
-/// requires a certificate refuses after the handshake, often by just closing the connection,
-/// and this is how the refusal can still say why.
+/// Answers an upstream's request for a client certificate — with the configured one, or with
+/// none, as rustls would — and remembers that the upstream asked. An upstream that requires a
+/// certificate, or refuses the one it got, says so only after the handshake (TLS 1.3), often by
+/// just closing the connection; knowing it asked is how the error can still name the cause.
 #[derive(Debug)]
-pub(crate) struct NoClientCertificate {
+pub(crate) struct ClientCertRequests {
     upstream: String,
+    /// The configured certificate's resolver; `None` when there is none.
+    configured: Option<Arc<dyn ResolvesClientCert>>,
     asked: AtomicBool,
 }
 
-impl NoClientCertificate {
-    pub(crate) fn new(upstream: &str) -> Self {
+impl ClientCertRequests {
+    /// Wraps `resolver`, the one rustls was configured with.
+    pub(crate) fn new(upstream: &str, resolver: Arc<dyn ResolvesClientCert>) -> Self {
         Self {
             upstream: upstream.to_owned(),
+            configured: resolver.has_certs().then_some(resolver),
             asked: AtomicBool::new(false),
         }
     }
@@ -243,22 +247,38 @@ impl NoClientCertificate {
     pub(crate) fn asked(&self) -> bool {
         self.asked.load(Ordering::Relaxed)
     }
+
+    /// Whether a client certificate is configured.
+    pub(crate) fn configured(&self) -> bool {
+        self.configured.is_some()
+    }
 }
 
-impl ResolvesClientCert for NoClientCertificate {
-    fn resolve(&self, _: &[&[u8]], _: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+impl ResolvesClientCert for ClientCertRequests {
+    fn resolve(
+        &self,
+        root_hint_subjects: &[&[u8]],
+        sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
         // Once: an upstream that merely offers client authentication asks on every connection.
-        if !self.asked.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                upstream = %self.upstream,
-                "the upstream asked for a client certificate and none is configured \
-                 (tls.client_cert, tls.client_key); if it requires one, it refuses every request"
-            );
+        let first = !self.asked.swap(true, Ordering::Relaxed);
+        match &self.configured {
+            Some(resolver) => resolver.resolve(root_hint_subjects, sigschemes),
+            None => {
+                if first {
+                    tracing::warn!(
+                        upstream = %self.upstream,
+                        "the upstream asked for a client certificate and none is configured \
+                         (tls.client_cert, tls.client_key); if it requires one, it refuses \
+                         every request"
+                    );
+                }
+                None
+            }
         }
-        None
     }
 
     fn has_certs(&self) -> bool {
-        false
+        self.configured.is_some()
     }
 }
