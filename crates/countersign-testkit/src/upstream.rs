@@ -24,6 +24,9 @@ pub struct RecordedRequest {
     pub version: http::Version,
     /// Path and query as sent on the request line.
     pub target: String,
+    /// The request's authority: HTTP/2's `:authority`; `None` on HTTP/1.1, which names it in
+    /// the Host header.
+    pub authority: Option<String>,
     pub headers: HeaderMap,
     pub body: Bytes,
 }
@@ -295,6 +298,7 @@ async fn answer(
             .path_and_query()
             .map(|p| p.to_string())
             .unwrap_or_default(),
+        authority: parts.uri.authority().map(|a| a.to_string()),
         headers: parts.headers,
         body,
     };

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::header;
 use http::uri::Scheme;
 use http::{Request, Response, Uri};
 use http_body_util::Full;
@@ -65,8 +66,14 @@ impl HttpClient {
                 // ALPN offers h2 then http/1.1; hyper speaks whichever the upstream picks.
                 .enable_all_versions()
                 .wrap_connector(tcp);
+            // HTTP/2 names the authority in `:authority`, from the URI, and a Host header
+            // besides is refused by some servers (nginx: "duplicate host header"). Which
+            // protocol a request gets is known only once its connection is, so Host is left to
+            // hyper, which adds it from the URI on HTTP/1.1 connections only.
+            let mut builder = builder();
+            builder.set_host(true);
             Pooled::Tls(TlsPooled {
-                client: builder().build(connector.clone()),
+                client: builder.build(connector.clone()),
                 connector,
                 cert_requests,
             })
@@ -106,11 +113,15 @@ impl HttpClient {
             Pooled::Plain { client, .. } => {
                 client.request(request).await.map_err(ConnectFailure::plain)
             }
-            Pooled::Tls(tls) => tls
-                .client
-                .request(request)
-                .await
-                .map_err(|error| ConnectFailure::tls(error, tls.client_cert())),
+            Pooled::Tls(tls) => {
+                let mut request = request;
+                // The URI's authority is the upstream's (see `new`), so nothing is lost.
+                request.headers_mut().remove(header::HOST);
+                tls.client
+                    .request(request)
+                    .await
+                    .map_err(|error| ConnectFailure::tls(error, tls.client_cert()))
+            }
         }
     }
 }
@@ -124,7 +135,8 @@ impl TlsPooled {
     }
 }
 
-/// The pool settings of every upstream, HTTP/1.1 or HTTP/2.
+/// The pool settings of every upstream, HTTP/1.1 or HTTP/2. The gateway sets Host itself, to
+/// the upstream authority, on plain upstreams.
 fn builder() -> Builder {
     let mut builder = Client::builder(TokioExecutor::new());
     builder
@@ -132,7 +144,6 @@ fn builder() -> Builder {
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .pool_max_idle_per_host(256)
-        // The gateway sets Host itself, to the upstream authority.
         .set_host(false);
     builder
 }
