@@ -3,12 +3,15 @@
 #
 #   bash bench/run.sh
 #
-# Three targets, all answering the same read-only MCP 2026-07-28 `tools/call` (bench/tools_call.json
+# Four targets, all answering the same read-only MCP 2026-07-28 `tools/call` (bench/tools_call.json
 # with the headers in bench/tools_call.lua):
 #   direct    the benchmark upstream: nginx returning a fixed JSON-RPC response
 #             (bench/upstream_response.json, the demo store's real `list_products` answer)
 #   nginx     a second nginx doing proxy_pass to that upstream over a keep-alive pool
 #   gateway   `countersign serve --upstream <that upstream>`
+#   gateway-https  a second gateway in front of the same upstream nginx reached over TLS (its
+#             `https://` listener, certificate of a CA made for the run, trusted with
+#             `tls.ca_file`), HTTP/2 by ALPN (BENCH_TLS_HTTP2=0: nginx offers HTTP/1.1 only)
 #
 # For each target: peak throughput with wrk (closed loop), then latency percentiles at a constant
 # rate of half the gateway's peak with bench/loadgen (open loop, wrk2-style; wrk2 is not packaged
@@ -24,7 +27,8 @@
 # BENCH_GATEWAY_BIN (the countersign binary to measure; default this checkout's release build),
 # BENCH_NICE (-10: priority of every process started here; 0 leaves it alone),
 # BENCH_QUIET_BUDGET (900 s spent at most waiting for an idle machine and redoing disturbed
-# measurements), BENCH_MAX_FOREIGN (5: % of the CPUs other processes may use before a redo).
+# measurements), BENCH_MAX_FOREIGN (5: % of the CPUs other processes may use before a redo),
+# BENCH_TLS_HTTP2 (1: the TLS upstream offers h2 by ALPN; 0: HTTP/1.1 only).
 # Results: stdout and bench/results/latest.md; raw tool output in bench/results/raw/.
 # Everything started here listens on 127.0.0.1 only and is stopped on exit.
 
@@ -58,6 +62,7 @@ command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
 command -v wrk >/dev/null || missing+=(wrk)
 command -v taskset >/dev/null || missing+=(util-linux)
 command -v curl >/dev/null || missing+=(curl)
+command -v openssl >/dev/null || missing+=(openssl)
 if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
@@ -102,6 +107,23 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# A CA and a server certificate for 127.0.0.1, made for this run, for the TLS upstream; the
+# gateway-https target trusts the CA with `tls.ca_file`.
+TLS_HTTP2=${BENCH_TLS_HTTP2:-1}
+make_tls_files() {
+    local dir=$WORK/tls
+    mkdir -p "$dir"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=countersign bench CA" -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -subj "/CN=127.0.0.1" -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' \
+        >"$dir/server.ext"
+    openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+        -CAcreateserial -days 2 -extfile "$dir/server.ext" -out "$dir/server.pem" 2>/dev/null
+}
+make_tls_files
 
 USED_PORTS=" "
 # free_port VAR: a loopback port no socket uses, below the ephemeral range (so no outgoing
@@ -316,12 +338,18 @@ run_scenario() {
     esac
     ((NPROC >= 2)) || { sut=(); gen=(); }
 
-    local up_port nginx_port gw_port
-    free_port up_port; free_port nginx_port; free_port gw_port
+    local up_port up_tls_port nginx_port gw_port gw_tls_port
+    free_port up_port; free_port up_tls_port; free_port nginx_port; free_port gw_port
+    free_port gw_tls_port
 
+    local h2=""
+    [[ $TLS_HTTP2 == 1 ]] && h2=" http2"
     start_nginx "upstream-$scenario" "$up_port" "$workers" "
     server {
         listen 127.0.0.1:$up_port;
+        listen 127.0.0.1:$up_tls_port ssl$h2;
+        ssl_certificate $WORK/tls/server.pem;
+        ssl_certificate_key $WORK/tls/server.key;
         location = /mcp {
             default_type application/json;
             return 200 '$NGINX_BODY';
@@ -355,15 +383,28 @@ run_scenario() {
     PIDS+=("$gw_pid")
     wait_port "$gw_port"
 
+    # The same gateway, in front of the same upstream over TLS: an upstream entry with `tls:`
+    # needs a configuration file.
+    printf 'upstreams:\n  - name: default\n    url: https://127.0.0.1:%s/mcp\n    tls: { ca_file: %s }\n' \
+        "$up_tls_port" "$WORK/tls/ca.pem" >"$WORK/gateway-https-$scenario.yaml"
+    "${sut[@]}" "${gw_env[@]}" "$GATEWAY_BIN" serve --config "$WORK/gateway-https-$scenario.yaml" \
+        --listen "127.0.0.1:$gw_tls_port" --admin off --policy "$BENCH/policy.yaml" \
+        2>"$RAW/gateway-https-$scenario.log" &
+    local gw_tls_pid=$!
+    PIDS+=("$gw_tls_pid")
+    wait_port "$gw_tls_port"
+
     declare -A url pids
     url[direct]=http://127.0.0.1:$up_port/mcp
     url[nginx]=http://127.0.0.1:$nginx_port/mcp
     url[gateway]=http://127.0.0.1:$gw_port/mcp
+    url[gateway-https]=http://127.0.0.1:$gw_tls_port/mcp
     pids[direct]="$(nginx_pids "$up_pid")"
     pids[nginx]="$(nginx_pids "$nginx_pid")"
     pids[gateway]=$gw_pid
-    local targets=(direct nginx gateway) t code
-    SUT_PIDS="${pids[direct]} ${pids[nginx]} ${pids[gateway]}"
+    pids[gateway-https]=$gw_tls_pid
+    local targets=(direct nginx gateway gateway-https) t code
+    SUT_PIDS="${pids[direct]} ${pids[nginx]} ${pids[gateway]} ${pids[gateway-https]}"
     FOREIGN=""
 
     for t in "${targets[@]}"; do
@@ -375,7 +416,7 @@ run_scenario() {
             || die "$t answers with a body that differs from upstream_response.json: $(head -c 300 "$WORK/probe.body")"
     done
 
-    log "$scenario: ports upstream $up_port, nginx $nginx_port, gateway $gw_port"
+    log "$scenario: ports upstream $up_port (TLS $up_tls_port), nginx $nginx_port, gateway $gw_port, gateway-https $gw_tls_port"
 
     # Peak throughput: wrk, closed loop.
     local round out rps attempt
@@ -495,7 +536,8 @@ run_scenario() {
         echo
         echo "Gateway VmHWM over the whole scenario (peak runs included): $(mib "$gw_hwm") MiB." \
              "Load-generator timer slack p99 (not counted in latency): $(med "${lag[gateway]}") µs." \
-             "Peak samples (req/s) — direct: ${peak_samples[direct]% }; nginx: ${peak_samples[nginx]% }; gateway: ${peak_samples[gateway]% }." \
+             "Peak samples (req/s) — direct: ${peak_samples[direct]% }; nginx: ${peak_samples[nginx]% }; gateway: ${peak_samples[gateway]% }; gateway-https: ${peak_samples[gateway-https]% }." \
+             "gateway-https reaches the upstream over TLS ($([[ $TLS_HTTP2 == 1 ]] && echo 'HTTP/2 by ALPN' || echo 'HTTP/1.1')); its added p99 is against the plain direct p99." \
              "Other processes on the machine used $(tr ' ' '\n' <<<"$FOREIGN" | grep . | awk '{s += $1; if ($1 > m) m = $1} END {printf "%.1f%% of the CPUs on average, %.1f%% at most", s / NR, m}') during the measurements."
         echo
         local gpeak=${peak[gateway]} npeak=${peak[nginx]} gadd
@@ -506,6 +548,7 @@ run_scenario() {
     } >>"$REPORT"
 
     stop_pid "$gw_pid"
+    stop_pid "$gw_tls_pid"
     stop_pid "$nginx_pid"
     stop_pid "$up_pid"
     # Keep what is measured so far, should a later scenario fail.

@@ -9,6 +9,7 @@
 
 pub mod memory;
 pub mod session;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -89,11 +90,21 @@ impl Process {
     }
 
     /// Starts `command` and waits until `port` accepts connections.
-    pub async fn start_until_listening(name: &str, mut command: Command, port: u16) -> Self {
+    pub async fn start_until_listening(name: &str, command: Command, port: u16) -> Self {
         // stdout carries audit lines and the demo walkthrough; stderr (logs) stays visible.
+        Self::start_until_listening_with_stderr(name, command, port, Stdio::inherit()).await
+    }
+
+    /// [`Self::start_until_listening`] with the process's stderr (its logs) sent to `stderr`.
+    pub async fn start_until_listening_with_stderr(
+        name: &str,
+        mut command: Command,
+        port: u16,
+        stderr: Stdio,
+    ) -> Self {
         command
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .kill_on_drop(true);
         let mut child = command
             .spawn()

@@ -1,6 +1,7 @@
 //! Test doubles for countersign: a recording fake MCP upstream (and a scripted MCP server to put
 //! behind it, see [`mcp`]), a raw HTTP/1.1 client, an SSE reader, temporary files, a throwaway
-//! `redis-server`, and the fuzz-corpus replay ([`fuzz_corpus`]).
+//! `redis-server`, test certificate authorities and TLS for the fake ([`tls`]), and the
+//! fuzz-corpus replay ([`fuzz_corpus`]).
 //!
 //! A dev-dependency only. Most security tests read "send X through the gateway; assert the fake
 //! upstream recorded nothing (or exactly Y)", so the upstream records every request it receives.
@@ -13,6 +14,7 @@ pub mod mcp;
 mod raw;
 mod redis;
 mod temp;
+pub mod tls;
 mod upstream;
 
 pub use client::{
@@ -22,7 +24,7 @@ pub use client::{
 pub use raw::try_raw_request;
 pub use raw::{Dechunked, RawResponse, dechunk, parse_head, raw_post, raw_request};
 pub use redis::RedisServer;
-pub use temp::TempFile;
+pub use temp::{TempDir, TempFile};
 pub use upstream::{RecordedRequest, RecordingUpstream, Reply};
 
 /// A TCP port that was free a moment ago, for processes that need a port number up front.

@@ -7,18 +7,26 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
+use tokio_rustls::TlsAcceptor;
+
+use crate::tls::TlsServer;
 
 /// One request exactly as the upstream received it.
 #[derive(Debug, Clone)]
 pub struct RecordedRequest {
     pub method: Method,
+    /// HTTP/1.1, or HTTP/2 when a TLS upstream negotiated `h2` by ALPN.
+    pub version: http::Version,
     /// Path and query as sent on the request line.
     pub target: String,
+    /// The request's authority: HTTP/2's `:authority`; `None` on HTTP/1.1, which names it in
+    /// the Host header.
+    pub authority: Option<String>,
     pub headers: HeaderMap,
     pub body: Bytes,
 }
@@ -112,6 +120,8 @@ type Responder = dyn Fn(&RecordedRequest) -> Reply + Send + Sync;
 /// responder's [`Reply`]. Stops when dropped.
 pub struct RecordingUpstream {
     addr: SocketAddr,
+    /// `http` or, behind TLS, `https`.
+    scheme: &'static str,
     recorded: Arc<Mutex<Vec<RecordedRequest>>>,
     _stop: oneshot::Sender<()>,
 }
@@ -134,14 +144,31 @@ impl RecordingUpstream {
     pub async fn with_responder(
         responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     ) -> Self {
+        Self::serve(None, Arc::new(responder)).await
+    }
+
+    /// [`Self::start`] behind TLS: `https://127.0.0.1:<port>/mcp`, HTTP/2 or HTTP/1.1 as ALPN
+    /// picks. A connection whose handshake fails records nothing.
+    pub async fn start_tls(tls: &TlsServer) -> Self {
+        Self::with_tls_responder(tls, default_reply).await
+    }
+
+    pub async fn with_tls_responder(
+        tls: &TlsServer,
+        responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) -> Self {
+        Self::serve(Some(TlsAcceptor::from(tls.config())), Arc::new(responder)).await
+    }
+
+    async fn serve(tls: Option<TlsAcceptor>, responder: Arc<Responder>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind fake upstream");
         let addr = listener.local_addr().expect("local addr");
         let recorded = Arc::new(Mutex::new(Vec::new()));
-        let responder: Arc<Responder> = Arc::new(responder);
         let (stop, mut stopped) = oneshot::channel::<()>();
         let log = recorded.clone();
+        let scheme = if tls.is_some() { "https" } else { "http" };
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -150,22 +177,15 @@ impl RecordingUpstream {
                         let Ok((stream, _)) = accepted else { continue };
                         let log = log.clone();
                         let responder = responder.clone();
-                        tokio::spawn(async move {
-                            let service = service_fn(move |request: Request<Incoming>| {
-                                let log = log.clone();
-                                let responder = responder.clone();
-                                async move { Ok::<_, Infallible>(answer(request, &log, &*responder).await) }
-                            });
-                            let _ = http1::Builder::new()
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await;
-                        });
+                        let tls = tls.clone();
+                        tokio::spawn(serve_connection(stream, tls, log, responder));
                     }
                 }
             }
         });
         Self {
             addr,
+            scheme,
             recorded,
             _stop: stop,
         }
@@ -175,9 +195,9 @@ impl RecordingUpstream {
         self.addr
     }
 
-    /// `http://127.0.0.1:<port>/mcp`
+    /// `http://127.0.0.1:<port>/mcp`, or `https://…` behind TLS.
     pub fn url(&self) -> String {
-        format!("http://{}/mcp", self.addr)
+        format!("{}://{}/mcp", self.scheme, self.addr)
     }
 
     /// Every request received so far, in order.
@@ -227,6 +247,38 @@ impl RecordingUpstream {
     }
 }
 
+/// Serves one accepted connection: plain HTTP/1.1, or TLS with the protocol ALPN picked.
+async fn serve_connection(
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    log: Arc<Mutex<Vec<RecordedRequest>>>,
+    responder: Arc<Responder>,
+) {
+    let service = service_fn(move |request: Request<Incoming>| {
+        let log = log.clone();
+        let responder = responder.clone();
+        async move { Ok::<_, Infallible>(answer(request, &log, &*responder).await) }
+    });
+    let Some(acceptor) = tls else {
+        let _ = http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+        return;
+    };
+    let Ok(stream) = acceptor.accept(stream).await else {
+        return;
+    };
+    if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+        let _ = http2::Builder::new(TokioExecutor::new())
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+    } else {
+        let _ = http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+    }
+}
+
 async fn answer(
     request: Request<Incoming>,
     log: &Mutex<Vec<RecordedRequest>>,
@@ -240,11 +292,13 @@ async fn answer(
         .unwrap_or_default();
     let recorded = RecordedRequest {
         method: parts.method,
+        version: parts.version,
         target: parts
             .uri
             .path_and_query()
             .map(|p| p.to_string())
             .unwrap_or_default(),
+        authority: parts.uri.authority().map(|a| a.to_string()),
         headers: parts.headers,
         body,
     };

@@ -12,15 +12,21 @@ gateway by what the upstream actually executed (`audit_log`), never by what
 the gateway says it did.
 
 Usage: upstream.py --port N [--json-response] [--transport streamable-http|sse]
+                   [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
        upstream.py --stdio
 
 With `--transport sse` it speaks only the legacy 2024-11-05 HTTP+SSE transport
 instead: `GET /sse` opens the stream, whose `endpoint` event names
-`/messages/?session_id=…`. Over HTTP it prints exactly one line `READY` on
-stdout once the port accepts connections; everything else goes to stderr.
-With `--stdio` it speaks MCP on stdin and stdout instead (one JSON-RPC message
-per line, as a gateway's stdio upstream) and logs to stderr.
-Exits non-zero with a message on failure.
+`/messages/?session_id=…`.
+
+With --tls-cert and --tls-key it serves HTTPS instead of HTTP (uvicorn's TLS,
+HTTP/1.1, no ALPN); --tls-client-ca also makes it require a client certificate
+issued by that CA, refusing the handshake otherwise.
+
+Over HTTP it prints exactly one line `READY` on stdout once the port accepts
+connections; everything else goes to stderr. With `--stdio` it speaks MCP on
+stdin and stdout instead (one JSON-RPC message per line, as a gateway's stdio
+upstream) and logs to stderr. Exits non-zero with a message on failure.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import argparse
 import asyncio
 import logging
 import socket
+import ssl
 import sys
 import warnings
 from typing import Annotated, Any
@@ -246,7 +253,18 @@ def _bind(port: int) -> socket.socket:
     return sock
 
 
-async def serve(port: int, json_response: bool, transport: str) -> int:
+def _tls_options(args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's TLS settings for --tls-*, or none: plain HTTP stays exactly as it was."""
+    if args.tls_cert is None:
+        return {}
+    options: dict[str, Any] = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key}
+    if args.tls_client_ca is not None:
+        options["ssl_ca_certs"] = args.tls_client_ca
+        options["ssl_cert_reqs"] = ssl.CERT_REQUIRED
+    return options
+
+
+async def serve(port: int, json_response: bool, transport: str, tls: dict[str, Any]) -> int:
     sock = _bind(port)
     if transport == "sse":
         app = mcp.sse_app(host="127.0.0.1")
@@ -258,6 +276,7 @@ async def serve(port: int, json_response: bool, transport: str) -> int:
         access_log=False,  # uvicorn's access log writes to stdout, which carries only READY
         lifespan="on",
         timeout_graceful_shutdown=2,  # open SSE streams must not stall a SIGTERM
+        **tls,
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -292,14 +311,30 @@ def main() -> int:
         default="streamable-http",
         help="sse: serve only the legacy 2024-11-05 HTTP+SSE transport (GET /sse)",
     )
+    parser.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate chain")
+    parser.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
+    parser.add_argument(
+        "--tls-client-ca",
+        metavar="PEM",
+        help="require a client certificate issued by this CA (mTLS)",
+    )
     args = parser.parse_args()
     if args.stdio:
-        if args.port is not None or args.json_response or args.transport != "streamable-http":
-            parser.error("--stdio takes neither --port, --json-response nor --transport")
+        if (
+            args.port is not None
+            or args.json_response
+            or args.transport != "streamable-http"
+            or args.tls_cert is not None
+        ):
+            parser.error("--stdio takes neither --port, --json-response, --transport nor --tls-*")
     elif args.port is None:
         parser.error("give --port N (HTTP) or --stdio")
     elif not 0 < args.port < 65536:
         parser.error(f"--port {args.port} is not a TCP port")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        parser.error("--tls-client-ca needs --tls-cert and --tls-key")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="upstream.py: %(name)s: %(message)s")
     _declare_resources_list_changed()
     if args.stdio:
@@ -309,7 +344,18 @@ def main() -> int:
             pass
         return 0
     try:
-        return asyncio.run(serve(args.port, args.json_response, args.transport))
+        tls = _tls_options(args)
+        if tls:
+            # Load the files now, so a bad one is a clear start-up failure, not a dead port.
+            try:
+                context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+                context.load_cert_chain(args.tls_cert, args.tls_key)
+                if args.tls_client_ca is not None:
+                    context.load_verify_locations(args.tls_client_ca)
+            except (OSError, ssl.SSLError) as exc:
+                sys.stderr.write(f"upstream.py: cannot use the TLS files: {exc}\n")
+                return 1
+        return asyncio.run(serve(args.port, args.json_response, args.transport, tls))
     except KeyboardInterrupt:
         return 0
 

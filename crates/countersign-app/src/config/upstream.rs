@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail, ensure};
 use countersign_proxy::config::{
-    ClientCertificate, ProcessSharing, Route, Secret, StdioCommand, TlsSettings, Transport,
-    Upstream, UpstreamAuth,
+    ClientCertificate, ProcessSharing, Route, Secret, StdioCommand, TlsRoots, TlsSettings,
+    Transport, Upstream, UpstreamAuth,
 };
 use http::Uri;
 use http::uri::Scheme;
@@ -100,11 +100,14 @@ pub struct RawCredential {
     pub file: Option<std::path::PathBuf>,
 }
 
-/// `tls:` of an `https://` upstream. The built-in roots (Mozilla's, from webpki-roots) are always
-/// trusted; `ca_file` adds more.
+/// `tls:` of an `https://` upstream. Every file is read and checked at start-up.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RawTls {
+    /// Trust anchors besides `ca_file`: `webpki` (default: Mozilla's roots, built in, the same
+    /// on every machine), `system` (the operating system's store, read at start-up) or `none`
+    /// (only `ca_file`).
+    pub roots: Option<String>,
     /// PEM bundle of extra CA certificates, e.g. a private CA.
     pub ca_file: Option<PathBuf>,
     /// PEM client certificate chain, for upstreams that require mTLS. Needs `client_key`.
@@ -320,9 +323,12 @@ impl RawUpstream {
             }),
             _ => bail!("tls.client_cert and tls.client_key go together"),
         };
-        Ok(TlsSettings {
-            ca_file: raw.ca_file,
-            client_cert,
-        })
+        let roots = match raw.roots.as_deref() {
+            None | Some("webpki") => TlsRoots::Webpki,
+            Some("system") => TlsRoots::System,
+            Some("none") => TlsRoots::CaFileOnly,
+            Some(other) => bail!("tls.roots must be `webpki`, `system` or `none`, not `{other}`"),
+        };
+        Ok(TlsSettings::load(roots, raw.ca_file, client_cert)?)
     }
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 mod upstream;
 
 pub use upstream::{
-    ClientCertificate, ProcessSharing, Secret, StdioCommand, TlsSettings, Transport, Upstream,
-    UpstreamAuth,
+    ClientCertificate, ProcessSharing, Secret, StdioCommand, TlsRoots, TlsSettings, Transport,
+    Upstream, UpstreamAuth,
 };
 
 use http::HeaderName;

@@ -87,13 +87,46 @@ pub enum ProcessSharing {
     Shared,
 }
 
-/// TLS for `https://` upstreams.
-#[derive(Debug, Clone, Default)]
+/// TLS for `https://` upstreams: which certificates the upstream's must chain to, and the
+/// gateway's own client certificate. Built by [`TlsSettings::load`], which reads and checks every
+/// file at start-up, so a missing or malformed file is a configuration error, never a failed
+/// request. The default trusts the built-in roots and presents no client certificate.
+#[derive(Clone, Default)]
 pub struct TlsSettings {
-    /// Extra trust anchors (PEM) on top of the built-in roots.
+    /// The trust anchors besides `ca_file`.
+    pub roots: TlsRoots,
+    /// Extra trust anchors (PEM) on top of `roots`.
     pub ca_file: Option<PathBuf>,
     /// Client certificate chain and key (PEM) for upstreams that require mTLS.
     pub client_cert: Option<ClientCertificate>,
+    /// The rustls configuration [`TlsSettings::load`] built from the fields above; `None` for
+    /// the default, which needs no file.
+    pub(crate) client_config: Option<std::sync::Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The rustls configuration would print every trust anchor.
+        f.debug_struct("TlsSettings")
+            .field("roots", &self.roots)
+            .field("ca_file", &self.ca_file)
+            .field("client_cert", &self.client_cert)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where an `https://` upstream's trust anchors come from, besides `ca_file`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TlsRoots {
+    /// Mozilla's root certificates compiled into the gateway (webpki-roots): the same trust on
+    /// every machine, also in containers that have no CA store.
+    #[default]
+    Webpki,
+    /// The operating system's trust store (rustls-native-certs, which honours `SSL_CERT_FILE`
+    /// and `SSL_CERT_DIR`), read once at start-up: where IT installs a corporate CA.
+    System,
+    /// None: only `ca_file`, for upstreams that must present a certificate of a private CA.
+    CaFileOnly,
 }
 
 /// A client certificate chain and its private key, both PEM files.

@@ -1,56 +1,149 @@
-//! The pooled HTTP client for `http://` upstreams.
+//! The pooled HTTP client for `http://` and `https://` upstreams.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::header;
+use http::uri::Scheme;
 use http::{Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::{Builder, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tower::Service;
 
+use super::failure::ClientCertState;
+use super::failure::ConnectFailure;
+use super::tls::ClientCertRequests;
 use crate::body::BoxError;
 use crate::config::Upstream;
 
 /// Connection-pooled HTTP client for one upstream.
 #[derive(Debug, Clone)]
 pub struct HttpClient {
-    client: Client<HttpConnector, Full<Bytes>>,
-    /// The client's own connector, for the start-up probe.
-    connector: HttpConnector,
+    client: Pooled,
+}
+
+/// One client type per scheme, so a plain upstream runs exactly the HTTP/1.1 client it always
+/// did and a TLS one can never fall back to plaintext. Each keeps its own connector, for the
+/// start-up probe.
+#[derive(Debug, Clone)]
+enum Pooled {
+    Plain {
+        client: Client<HttpConnector, Full<Bytes>>,
+        connector: HttpConnector,
+    },
+    Tls(TlsPooled),
+}
+
+#[derive(Debug, Clone)]
+struct TlsPooled {
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    connector: HttpsConnector<HttpConnector>,
+    cert_requests: Arc<ClientCertRequests>,
 }
 
 impl HttpClient {
     pub fn new(upstream: &Upstream) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(upstream.connect_timeout));
-        connector.enforce_http(true);
-        let client = Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(256)
-            // The gateway sets Host itself, to the upstream authority.
-            .set_host(false)
-            .build(connector.clone());
-        Self { client, connector }
+        let mut tcp = HttpConnector::new();
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(upstream.connect_timeout));
+        let client = if upstream.scheme == Scheme::HTTPS {
+            // The TLS connector hands the TCP connector `https://` URIs.
+            tcp.enforce_http(false);
+            let mut config = upstream.tls.client_config();
+            let cert_requests = Arc::new(ClientCertRequests::new(
+                &upstream.name,
+                config.client_auth_cert_resolver.clone(),
+            ));
+            config.client_auth_cert_resolver = cert_requests.clone();
+            let connector = HttpsConnectorBuilder::new()
+                .with_tls_config(config)
+                .https_only()
+                // ALPN offers h2 then http/1.1; hyper speaks whichever the upstream picks.
+                .enable_all_versions()
+                .wrap_connector(tcp);
+            // HTTP/2 names the authority in `:authority`, from the URI, and a Host header
+            // besides is refused by some servers (nginx: "duplicate host header"). Which
+            // protocol a request gets is known only once its connection is, so Host is left to
+            // hyper, which adds it from the URI on HTTP/1.1 connections only.
+            let mut builder = builder();
+            builder.set_host(true);
+            Pooled::Tls(TlsPooled {
+                client: builder.build(connector.clone()),
+                connector,
+                cert_requests,
+            })
+        } else {
+            tcp.enforce_http(true);
+            Pooled::Plain {
+                client: builder().build(tcp.clone()),
+                connector: tcp,
+            }
+        };
+        Self { client }
     }
 
-    /// Opens one connection to `uri` the way a request would, and closes it: the upstream is
-    /// reached without being sent anything.
+    /// Opens one connection to `uri` the way a request would (with the TLS handshake, for
+    /// `https://`), and closes it: the upstream is reached without being sent anything.
     pub async fn connect(&self, uri: Uri) -> Result<(), BoxError> {
-        let mut connector = self.connector.clone();
-        connector.call(uri).await.map(drop).map_err(Into::into)
+        match &self.client {
+            Pooled::Plain { connector, .. } => {
+                let mut connector = connector.clone();
+                connector.call(uri).await.map(drop).map_err(Into::into)
+            }
+            Pooled::Tls(tls) => {
+                let mut connector = tls.connector.clone();
+                connector.call(uri).await.map(drop).map_err(|error| {
+                    Box::new(ConnectFailure::tls(error, tls.client_cert())) as BoxError
+                })
+            }
+        }
     }
 
     /// Sends `request`; resolves once the response headers arrived.
     pub async fn send(
         &self,
         request: Request<Full<Bytes>>,
-    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
-        self.client.request(request).await
+    ) -> Result<Response<Incoming>, ConnectFailure> {
+        match &self.client {
+            Pooled::Plain { client, .. } => {
+                client.request(request).await.map_err(ConnectFailure::plain)
+            }
+            Pooled::Tls(tls) => {
+                let mut request = request;
+                // The URI's authority is the upstream's (see `new`), so nothing is lost.
+                request.headers_mut().remove(header::HOST);
+                tls.client
+                    .request(request)
+                    .await
+                    .map_err(|error| ConnectFailure::tls(error, tls.client_cert()))
+            }
+        }
     }
+}
+
+impl TlsPooled {
+    fn client_cert(&self) -> ClientCertState {
+        ClientCertState {
+            asked: self.cert_requests.asked(),
+            configured: self.cert_requests.configured(),
+        }
+    }
+}
+
+/// The pool settings of every upstream, HTTP/1.1 or HTTP/2. The gateway sets Host itself, to
+/// the upstream authority, on plain upstreams.
+fn builder() -> Builder {
+    let mut builder = Client::builder(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(256)
+        .set_host(false);
+    builder
 }

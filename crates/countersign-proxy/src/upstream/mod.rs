@@ -12,19 +12,23 @@
 mod body;
 pub mod bridge;
 mod call;
+mod failure;
 mod health;
 mod http_client;
 mod legacy_sse;
 mod local;
 mod probe;
 pub mod stdio;
+mod tls;
 
 pub use body::UpstreamBody;
 pub use call::{CallerContext, call, list_tools};
+pub use failure::ConnectFailure;
 pub use http_client::HttpClient;
 pub use legacy_sse::LegacySseConnector;
 pub use local::{Channel, Connector, LocalUpstream, UpstreamState};
 pub use probe::probe;
+pub use tls::TlsSetupError;
 
 use health::Health;
 
@@ -41,6 +45,9 @@ use crate::error::ProxyError;
 /// How the gateway reaches one upstream: a pooled HTTP client, or a [`LocalUpstream`] that
 /// serves Streamable HTTP in process (stdio programs, legacy HTTP+SSE servers).
 #[derive(Debug, Clone)]
+// Built once per route and kept in it, never moved on the request path: boxing the HTTP
+// client would only add a pointer chase to every request.
+#[allow(clippy::large_enum_variant)]
 pub enum UpstreamClient {
     Http {
         client: HttpClient,
@@ -114,9 +121,20 @@ impl UpstreamClient {
                     .await
                     .map_err(timeout)
                     .and_then(|sent| {
-                        sent.map_err(|source| ProxyError::UpstreamConnect {
-                            upstream: upstream.name.clone(),
-                            source: Box::new(source),
+                        sent.map_err(|failure| {
+                            // Per request: a certificate that expired or a CA that changed
+                            // fails every call until fixed, and each should be visible.
+                            tracing::warn!(
+                                upstream = %upstream.name,
+                                url = %upstream.url,
+                                tls = failure.is_tls(),
+                                error = %failure,
+                                "upstream request failed"
+                            );
+                            ProxyError::UpstreamConnect {
+                                upstream: upstream.name.clone(),
+                                source: Box::new(failure),
+                            }
                         })
                     });
                 match sent {
