@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod memory;
+pub mod session;
 pub mod tls;
 
 use std::path::{Path, PathBuf};
@@ -138,6 +139,21 @@ impl Process {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Sends SIGTERM (a graceful shutdown) and waits until the process has exited.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("the process is running").to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .expect("running kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        tokio::time::timeout(READY_WAIT, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{} did not exit after SIGTERM", self.name))
+            .expect("waiting for the process")
+    }
 }
 
 async fn wait_for_line(name: &str, stdout: impl AsyncRead + Unpin + Send + 'static, wanted: &str) {
@@ -205,6 +221,63 @@ pub async fn start_gateway_under(
     (process, format!("http://localhost:{port}/mcp"))
 }
 
+/// The real gateway binary serving the `upstreams:` of `config_yaml` (a config file it reads),
+/// on a free port, admin off, with `extra_args` and `envs`; the MCP endpoint is at `path`. The
+/// file lives as long as the returned [`TempFile`](countersign_testkit::TempFile).
+pub async fn start_gateway_with_config(
+    config_yaml: &str,
+    path: &str,
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Process, String, countersign_testkit::TempFile) {
+    let config = countersign_testkit::TempFile::new("countersign.yaml", config_yaml);
+    let port = free_port();
+    let mut command = Command::new(countersign_binary());
+    command
+        .args([
+            "serve",
+            "--config",
+            config.path_str(),
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--admin",
+            "off",
+        ])
+        .args(extra_args)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .envs(envs.iter().copied());
+    let process = Process::start_until_listening("countersign", command, port).await;
+    (process, format!("http://localhost:{port}{path}"), config)
+}
+
+/// A fresh notes store speaking only the legacy 2024-11-05 HTTP+SSE transport; the URL is its SSE
+/// endpoint (`http://127.0.0.1:PORT/sse`).
+pub async fn start_python_sse_upstream() -> (Process, String) {
+    let port = free_port();
+    let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
+    command.arg(peers_dir().join("python/upstream.py")).args([
+        "--port",
+        &port.to_string(),
+        "--transport",
+        "sse",
+    ]);
+    let process = Process::start_until_ready("python SSE upstream", command).await;
+    (process, format!("http://127.0.0.1:{port}/sse"))
+}
+
+/// `--upstream` for the Python SDK notes store (`tests/peers/python/upstream.py`) as a stdio
+/// program the gateway starts: one process per client session by default.
+pub fn python_stdio_upstream() -> String {
+    format!(
+        "stdio:'{}' '{}' --stdio",
+        tool_env("COUNTERSIGN_PYTHON"),
+        peers_dir().join("python/upstream.py").display()
+    )
+}
+
 /// A fresh Python SDK upstream and a gateway in front of it (`--audit off`, plus
 /// `gateway_args`); both stop when this is dropped.
 #[derive(Debug)]
@@ -235,39 +308,65 @@ pub enum Peer {
     PythonLegacy,
     /// The Python SDK speaking stateless 2026-07-28.
     PythonStateless,
+    /// The Python SDK's 2024-11-05 HTTP+SSE client (`mcp.client.sse.sse_client`). Given the
+    /// gateway's MCP endpoint it connects to the legacy SSE endpoint beside it
+    /// ([`legacy_sse_url`]), as a legacy client's swapped URL does.
+    PythonSse,
     TypeScript,
+    /// The TypeScript SDK's 2024-11-05 HTTP+SSE client (`SSEClientTransport`), connecting as
+    /// [`Peer::PythonSse`] does.
+    TypeScriptSse,
 }
 
 impl Peer {
     /// The command running `script` against `url`, with the script's `options`.
     pub fn command(self, url: &str, script: &str, options: &[&str]) -> Command {
         let mut command = match self {
-            Peer::PythonLegacy | Peer::PythonStateless => {
-                let mode = if self == Peer::PythonLegacy {
-                    "legacy"
-                } else {
+            Peer::PythonLegacy | Peer::PythonStateless | Peer::PythonSse => {
+                let mode = if self == Peer::PythonStateless {
                     "2026-07-28"
+                } else {
+                    "legacy"
                 };
                 let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
                 command
                     .arg(peers_dir().join("python/client.py"))
                     .args(["--mode", mode]);
+                if self == Peer::PythonSse {
+                    command.args(["--transport", "sse"]);
+                }
                 command
             }
-            Peer::TypeScript => {
+            Peer::TypeScript | Peer::TypeScriptSse => {
                 let mut command = Command::new(tool_env("COUNTERSIGN_NODE"));
                 command.arg(peers_dir().join("node/client.mjs")).env(
                     "COUNTERSIGN_NODE_MODULES",
                     tool_env("COUNTERSIGN_NODE_MODULES"),
                 );
+                if self == Peer::TypeScriptSse {
+                    command.args(["--transport", "sse"]);
+                }
                 command
             }
         };
+        let url = match self {
+            Peer::PythonSse | Peer::TypeScriptSse if url.ends_with("/mcp") => legacy_sse_url(url),
+            _ => url.to_owned(),
+        };
         command
-            .args(["--url", url, "--script", script])
+            .args(["--url", &url, "--script", script])
             .args(options);
         command
     }
+}
+
+/// The legacy HTTP+SSE endpoint the gateway serves beside its MCP endpoint `url` (`…/mcp` →
+/// `…/sse`): what a legacy client's configuration points at after the one-line URL swap.
+pub fn legacy_sse_url(url: &str) -> String {
+    let base = url
+        .strip_suffix("/mcp")
+        .expect("the gateway's endpoint ends in /mcp");
+    format!("{base}/sse")
 }
 
 /// Runs one client script against `url` to its end and returns its transcript.

@@ -33,7 +33,7 @@ async fn configuration_errors_exit_with_2_and_say_why() {
     let (code, _, stderr) =
         countersign(&["serve", "--upstream", "ftp://x/mcp", "--admin", "off"]).await;
     assert_eq!(code, Some(2));
-    assert!(stderr.contains("only http://"), "{stderr}");
+    assert!(stderr.contains("must be http:// or https://"), "{stderr}");
     let (code, _, _) = countersign(&["serve", "--bogus-flag"]).await;
     assert_eq!(code, Some(2));
 }

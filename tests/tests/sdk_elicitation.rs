@@ -31,7 +31,9 @@ const LEGACY_VERSION: &str = "2025-11-25";
 fn gateway_question_id(peer: Peer) -> &'static str {
     match peer {
         Peer::PythonStateless => "countersign/approval",
-        Peer::PythonLegacy | Peer::TypeScript => "countersign-<uuid>",
+        Peer::PythonLegacy | Peer::PythonSse | Peer::TypeScript | Peer::TypeScriptSse => {
+            "countersign-<uuid>"
+        }
     }
 }
 
@@ -104,7 +106,9 @@ fn assert_upstream_question(peer: Peer, question: &Value, answer: &str) {
     let expected_id = match peer {
         // The Python SDK's key for the upstream's Resolve(Elicit) in inputRequests.
         Peer::PythonStateless => "__main__:_ask_delete",
-        Peer::PythonLegacy | Peer::TypeScript => "<integer>",
+        Peer::PythonLegacy | Peer::PythonSse | Peer::TypeScript | Peer::TypeScriptSse => {
+            "<integer>"
+        }
     };
     assert_eq!(question["id"], expected_id, "{peer:?}: {question}");
 }

@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use countersign_proxy::config::{
-    HostPattern, HostPolicy, Limits, OriginPolicy, ProxyConfig, Route, default_host_policy,
-    default_origin_policy,
+    HostPattern, HostPolicy, Limits, OriginPolicy, ProxyConfig, Route, Transport,
+    default_host_policy, default_origin_policy,
 };
 use serde::Deserialize;
 
+mod legacy_paths;
 mod rate_limits;
 mod upstream;
 mod upstream_flag;
@@ -291,9 +292,17 @@ impl RawConfig {
             !self.upstreams.is_empty(),
             "no upstream configured: pass --upstream URL or list `upstreams:` in the config file"
         );
+        let credential_variables: Vec<String> = self
+            .upstreams
+            .iter()
+            .filter_map(|u| u.credential_variable().map(str::to_owned))
+            .collect();
         let mut routes: Vec<Route> = Vec::with_capacity(self.upstreams.len());
+        let mut legacy = Vec::with_capacity(self.upstreams.len());
         for (i, raw) in self.upstreams.into_iter().enumerate() {
-            let route = raw.validate().with_context(|| format!("upstreams[{i}]"))?;
+            let (route, legacy_setting) =
+                raw.validate().with_context(|| format!("upstreams[{i}]"))?;
+            legacy.push(legacy_setting);
             if let Some(other) = routes.iter().find(|r| r.path == route.path) {
                 bail!(
                     "upstreams[{i}]: path {} is already used by upstream `{}`",
@@ -312,6 +321,12 @@ impl RawConfig {
             }
             routes.push(route);
         }
+        for route in &mut routes {
+            if let Transport::Stdio(command) = &mut route.upstream.transport {
+                command.withheld_env = credential_variables.clone();
+            }
+        }
+        legacy_paths::legacy_endpoints(&mut routes, &legacy)?;
 
         let origins = match self.allowed_origins {
             None => default_origin_policy(),

@@ -107,6 +107,11 @@ impl RunningGateway {
             let result =
                 countersign_proxy::serve(listener, service, &listener_limits, shutdown, drain)
                     .await;
+            // After the drain, so no request still needs them: stop the processes of stdio
+            // upstreams (their whole process groups) and wait until they are gone.
+            for route in &routes {
+                route.client.shutdown().await;
+            }
             if let Some(task) = admin_task {
                 task.abort();
             }
@@ -210,6 +215,7 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let rate_limits = rate_limits(config, clock.clone(), metrics.clone()).await?;
+    let routes = countersign_proxy::routes(&config.proxy, &metrics, &clock);
     Ok(Gateway {
         identity: approval.identity.clone(),
         policy: Arc::new(PolicyHandle::new(approval.policy.clone())),
@@ -234,7 +240,7 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
             rate_limits,
         },
         metrics,
-        routes: countersign_proxy::routes(&config.proxy),
+        routes,
     })
 }
 

@@ -1,8 +1,12 @@
 //! `countersign check --live`: lists an upstream's tools the way a client would — initialize,
 //! `notifications/initialized`, every `tools/list` page, then end the session.
 
+use std::sync::Arc;
+
 use anyhow::Context;
 use bytes::Bytes;
+use countersign_proxy::ProxyMetrics;
+use countersign_proxy::clock::{Clock, SystemClock};
 use countersign_proxy::config::Upstream;
 use countersign_proxy::upstream::{CallerContext, UpstreamClient, list_tools, upstream_request};
 use http::{HeaderMap, HeaderValue, Method, header};
@@ -12,7 +16,17 @@ use serde_json::{Value, json};
 const MAX_EVENT_BYTES: usize = 16 << 20;
 
 pub async fn live_tools(upstream: &Upstream) -> anyhow::Result<Vec<Value>> {
-    let client = UpstreamClient::new(upstream);
+    // A stdio upstream is started for the listing, and stopped (its process group) after it.
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let label: &'static str = Box::leak(upstream.name.clone().into_boxed_str());
+    let client =
+        UpstreamClient::for_upstream(upstream, label, &ProxyMetrics::unregistered(), &clock);
+    let tools = list(upstream, &client).await;
+    client.shutdown().await;
+    tools
+}
+
+async fn list(upstream: &Upstream, client: &UpstreamClient) -> anyhow::Result<Vec<Value>> {
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,
@@ -70,7 +84,7 @@ pub async fn live_tools(upstream: &Upstream) -> anyhow::Result<Vec<Value>> {
         headers: headers.clone(),
         stateless_meta: None,
     };
-    let tools = list_tools(upstream, &client, &caller, MAX_EVENT_BYTES)
+    let tools = list_tools(upstream, client, &caller, MAX_EVENT_BYTES)
         .await
         .context("tools/list")?;
 

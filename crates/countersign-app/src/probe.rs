@@ -28,7 +28,9 @@ pub(crate) async fn announce(route: Route) {
     let (path, name) = (route.path.as_str(), route.upstream.name.as_str());
     let kind = route.upstream.transport.kind();
     let target = target(&route);
-    info!(path, upstream = name, kind, target, "route");
+    // Where 2024-11-05 HTTP+SSE clients open their sessions, or `off`.
+    let legacy_sse = route.legacy.as_ref().map_or("off", |l| l.sse.as_str());
+    info!(path, legacy_sse, upstream = name, kind, target, "route");
     match probe(&route.upstream, &route.client).await {
         Ok(()) => info!(upstream = name, kind, "upstream reached"),
         Err(error) => warn!(

@@ -355,8 +355,11 @@ async fn only_configured_paths_are_served() {
         "/mcp;x=1",
         "/./mcp",
         "/admin",
-        "/sse",
         "/messages",
+        "/sse/",
+        "/SSE",
+        "/sse/messages/",
+        "/sse/%6dessages",
     ] {
         let request = format!(
             "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{TOOLS_LIST}",
@@ -371,6 +374,14 @@ async fn only_configured_paths_are_served() {
         TOOLS_LIST.len()
     );
     assert_refused(&h, with_query.as_bytes(), 400).await;
+    // The legacy HTTP+SSE endpoint beside `/mcp` is served, for GET only.
+    let legacy = format!(
+        "POST /sse HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{TOOLS_LIST}",
+        h.addr(),
+        TOOLS_LIST.len()
+    );
+    let refused = assert_refused(&h, legacy.as_bytes(), 405).await;
+    assert_eq!(refused.header("allow"), Some("GET"));
 }
 
 #[tokio::test]

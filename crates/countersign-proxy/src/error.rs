@@ -54,6 +54,21 @@ pub enum ProxyError {
     UnknownPath,
     #[error("method {0} is not allowed on an MCP endpoint (use POST, GET or DELETE)")]
     MethodNotAllowed(http::Method),
+    #[error("method {method} is not allowed on this legacy HTTP+SSE endpoint (use {allow})")]
+    LegacyMethodNotAllowed {
+        method: http::Method,
+        allow: &'static str,
+    },
+    #[error(
+        "no legacy SSE session with this session_id is open at the gateway (it ended, or never \
+         existed); open a new one with GET on the SSE endpoint"
+    )]
+    UnknownLegacySession,
+    #[error(
+        "the gateway has {limit} legacy SSE sessions open (connections.max_open); retry once one \
+         has ended"
+    )]
+    TooManyLegacySessions { limit: usize },
     #[error("absolute-form request targets are refused; send origin-form (`POST /mcp`)")]
     AbsoluteFormTarget,
     #[error("query strings are not accepted on MCP endpoints")]
@@ -147,6 +162,20 @@ pub enum ProxyError {
     },
     #[error("could not list the tools of upstream `{upstream}`: {reason}")]
     CatalogUnavailable { upstream: String, reason: String },
+    /// A local upstream (a stdio program, a legacy SSE server) cannot take the request: it
+    /// cannot be started, it is backing off after failed starts, or it just ended.
+    #[error("upstream `{upstream}` is unavailable: {reason}")]
+    UpstreamUnavailable {
+        upstream: String,
+        reason: String,
+        /// Seconds until the next start is attempted, when it is backing off.
+        retry_after: Option<u64>,
+    },
+    #[error(
+        "upstream `{upstream}` already runs its maximum of {max} instances (processes.max); \
+         retry once a session ends"
+    )]
+    UpstreamAtCapacity { upstream: String, max: usize },
     #[error("{0}")]
     RateLimited(LimitHit),
     #[error("internal error: {0}")]
@@ -158,6 +187,8 @@ impl ProxyError {
         match self {
             ProxyError::UnknownPath
             | ProxyError::MethodNotAllowed(_)
+            | ProxyError::LegacyMethodNotAllowed { .. }
+            | ProxyError::UnknownLegacySession
             | ProxyError::AbsoluteFormTarget
             | ProxyError::QueryNotAllowed
             | ProxyError::MissingHost
@@ -190,21 +221,27 @@ impl ProxyError {
             | ProxyError::UpstreamResponseTooLarge { .. }
             | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
-            | ProxyError::CatalogUnavailable { .. } => Side::Upstream,
+            | ProxyError::CatalogUnavailable { .. }
+            | ProxyError::UpstreamUnavailable { .. }
+            | ProxyError::UpstreamAtCapacity { .. } => Side::Upstream,
             ProxyError::RateLimited(hit) => match hit.reason {
                 HitReason::Exhausted { .. } | HitReason::OverBurst { .. } => Side::Client,
                 // Failing closed on a store outage is the gateway's trouble, not the caller's.
                 HitReason::StoreUnavailable => Side::Internal,
             },
             // The gateway's own capacity, not anything the client sent.
-            ProxyError::OverBodyBudget { .. } | ProxyError::Internal(_) => Side::Internal,
+            ProxyError::OverBodyBudget { .. }
+            | ProxyError::TooManyLegacySessions { .. }
+            | ProxyError::Internal(_) => Side::Internal,
         }
     }
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ProxyError::UnknownPath => StatusCode::NOT_FOUND,
-            ProxyError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ProxyError::UnknownPath | ProxyError::UnknownLegacySession => StatusCode::NOT_FOUND,
+            ProxyError::MethodNotAllowed(_) | ProxyError::LegacyMethodNotAllowed { .. } => {
+                StatusCode::METHOD_NOT_ALLOWED
+            }
             ProxyError::AbsoluteFormTarget
             | ProxyError::QueryNotAllowed
             | ProxyError::MissingHost
@@ -235,12 +272,20 @@ impl ProxyError {
             ProxyError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::TooManyClientRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             // Not 413: the body is within the limit, the gateway is just busy.
-            ProxyError::OverBodyBudget { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::OverBodyBudget { .. } | ProxyError::TooManyLegacySessions { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ProxyError::UpstreamConnect { .. }
             | ProxyError::UpstreamResponseTooLarge { .. }
             | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::UpstreamUnavailable { retry_after, .. } => match retry_after {
+                // Backing off: it will be tried again, so "come back later".
+                Some(_) => StatusCode::SERVICE_UNAVAILABLE,
+                None => StatusCode::BAD_GATEWAY,
+            },
+            ProxyError::UpstreamAtCapacity { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::RateLimited(hit) => hit.status(),
             ProxyError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -262,6 +307,9 @@ impl ProxyError {
             ProxyError::UnsupportedProtocolVersion(_) => code::UNSUPPORTED_PROTOCOL_VERSION,
             ProxyError::UnknownPath
             | ProxyError::MethodNotAllowed(_)
+            | ProxyError::LegacyMethodNotAllowed { .. }
+            | ProxyError::UnknownLegacySession
+            | ProxyError::TooManyLegacySessions { .. }
             | ProxyError::AbsoluteFormTarget
             | ProxyError::QueryNotAllowed
             | ProxyError::MissingHost
@@ -285,6 +333,8 @@ impl ProxyError {
             | ProxyError::UpstreamEventTooLarge { .. }
             | ProxyError::UpstreamBody { .. }
             | ProxyError::CatalogUnavailable { .. }
+            | ProxyError::UpstreamUnavailable { .. }
+            | ProxyError::UpstreamAtCapacity { .. }
             | ProxyError::Internal(_) => code::INTERNAL_ERROR,
             ProxyError::RateLimited(_) => crate::wire::RATE_LIMITED_ERROR_CODE,
         }
@@ -332,8 +382,27 @@ impl ProxyError {
         {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
-        if matches!(self, ProxyError::MethodNotAllowed(_)) {
-            headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+        if let ProxyError::UpstreamUnavailable {
+            retry_after: Some(secs),
+            ..
+        } = &self
+        {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(*secs));
+        }
+        if matches!(self, ProxyError::UpstreamAtCapacity { .. }) {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
+        match &self {
+            ProxyError::MethodNotAllowed(_) => {
+                headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            }
+            ProxyError::LegacyMethodNotAllowed { allow, .. } => {
+                headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+            }
+            _ => {}
         }
         // A refused body may still be on the wire; closing is the only safe framing then.
         if matches!(
@@ -350,7 +419,9 @@ impl ProxyError {
         // Capacity refusals pass once other requests finish, which takes moments, not minutes.
         if matches!(
             self,
-            ProxyError::TooManyClientRequests { .. } | ProxyError::OverBodyBudget { .. }
+            ProxyError::TooManyClientRequests { .. }
+                | ProxyError::OverBodyBudget { .. }
+                | ProxyError::TooManyLegacySessions { .. }
         ) {
             headers.insert(
                 header::RETRY_AFTER,

@@ -1,7 +1,7 @@
 //! The gateway's request path: tower layers over hyper, composed in [`stack::gateway_service`]
-//! — hardening, the per-client request limit, the one strict parse, identity, classification,
-//! approval, audit and the upstream forwarder — plus the state they share, the upstream client,
-//! the SSE relay and the accept loop.
+//! — hardening, the legacy HTTP+SSE client adapter, the per-client request limit, the one
+//! strict parse, identity, classification, approval, audit and the upstream forwarder — plus
+//! the state they share, the upstream client, the SSE relay and the accept loop.
 //!
 //! Owns everything that touches a live request. It must not load configuration files or set up
 //! telemetry (that is `countersign-app`). Among the workspace crates it depends on
@@ -26,6 +26,7 @@ pub mod future;
 pub mod fuzzing;
 pub mod hardening;
 pub mod identity;
+pub mod legacy_clients;
 pub mod limits;
 pub mod metrics;
 pub mod parse;

@@ -37,7 +37,10 @@ pub struct StoreLabels {
 pub struct LimitLabels {
     /// Which limit was hit: `pending_questions_per_principal`, `pending_questions_per_session`,
     /// `rate_calls`, `rate_held`, `rate_questions`, `connections`, `requests_per_client`,
-    /// `in_flight_body_bytes`, `sse_idle_timeout`.
+    /// `in_flight_body_bytes`, `sse_idle_timeout`, `upstream_instances` (a local upstream at
+    /// `processes.max`), `upstream_queue` (a session's queue of server messages full, its oldest
+    /// dropped), `upstream_stream_stalled` (a client too slow to read its stream from a shared
+    /// instance lost it), `legacy_sessions`, `legacy_idle_timeout`.
     pub limit: &'static str,
 }
 
@@ -45,6 +48,21 @@ pub struct LimitLabels {
 pub struct RateStoreLabels {
     /// What the limit did instead: `local` (this replica's buckets decided) or `refused`.
     pub fallback: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InstanceStartLabels {
+    pub upstream: &'static str,
+    /// `started` or `failed`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InstanceExitLabels {
+    pub upstream: &'static str,
+    /// `stopped` (the gateway ended it: session ended, idle, shutdown) or `crashed` (it ended
+    /// on its own).
+    pub cause: &'static str,
 }
 
 /// Catalog metrics are recorded per listing, not per request, so the upstream name is owned.
@@ -61,11 +79,15 @@ pub struct ProxyMetrics {
     sessions_forgotten: Counter,
     upstream_latency: Family<UpstreamLabels, Histogram>,
     open_streams: Family<UpstreamLabels, Gauge>,
+    legacy_sessions: Family<UpstreamLabels, Gauge>,
     store_latency: Family<StoreLabels, Histogram>,
     open_connections: Gauge,
     in_flight_body_bytes: Gauge,
     catalog_tools: Family<CatalogLabels, Gauge>,
     catalog_pins_refused: Family<CatalogLabels, Counter>,
+    instances: Family<UpstreamLabels, Gauge>,
+    instance_starts: Family<InstanceStartLabels, Counter>,
+    instance_exits: Family<InstanceExitLabels, Counter>,
 }
 
 impl ProxyMetrics {
@@ -89,6 +111,12 @@ impl ProxyMetrics {
             "countersign_open_streams",
             "Server-Sent Event streams currently relayed to clients",
             open_streams.clone(),
+        );
+        let legacy_sessions = Family::<UpstreamLabels, Gauge>::default();
+        registry.register(
+            "countersign_legacy_sessions",
+            "Sessions of 2024-11-05 HTTP+SSE clients currently open, by upstream",
+            legacy_sessions.clone(),
         );
         let store_latency = Family::<StoreLabels, Histogram>::new_with_constructor(
             latency_histogram as fn() -> Histogram,
@@ -140,6 +168,24 @@ impl ProxyMetrics {
             "Listed tools not pinned because their upstream has limits.max_tools_per_upstream pinned already; calls to them are unknown",
             catalog_pins_refused.clone(),
         );
+        let instances = Family::<UpstreamLabels, Gauge>::default();
+        registry.register(
+            "countersign_upstream_instances",
+            "Instances of local upstreams alive (stdio processes, legacy SSE connections), per upstream",
+            instances.clone(),
+        );
+        let instance_starts = Family::<InstanceStartLabels, Counter>::default();
+        registry.register(
+            "countersign_upstream_instance_starts",
+            "Attempts to start an instance of a local upstream (spawn a stdio process, open a legacy SSE connection), by outcome",
+            instance_starts.clone(),
+        );
+        let instance_exits = Family::<InstanceExitLabels, Counter>::default();
+        registry.register(
+            "countersign_upstream_instance_exits",
+            "Instances of local upstreams that ended, by cause (stopped by the gateway, or crashed)",
+            instance_exits.clone(),
+        );
         Self {
             requests,
             limit_hits,
@@ -147,11 +193,15 @@ impl ProxyMetrics {
             sessions_forgotten,
             upstream_latency,
             open_streams,
+            legacy_sessions,
             store_latency,
             open_connections,
             in_flight_body_bytes,
             catalog_tools,
             catalog_pins_refused,
+            instances,
+            instance_starts,
+            instance_exits,
         }
     }
 
@@ -213,6 +263,15 @@ impl ProxyMetrics {
         StreamGuard { gauge }
     }
 
+    /// Counts a legacy HTTP+SSE session as open until the returned guard is dropped.
+    pub fn legacy_session_opened(&self, upstream: &'static str) -> StreamGuard {
+        let gauge = self
+            .legacy_sessions
+            .get_or_create_owned(&UpstreamLabels { upstream });
+        gauge.inc();
+        StreamGuard { gauge }
+    }
+
     /// Counts a connection as open until the returned guard is dropped.
     pub fn connection_opened(&self) -> ConnectionGuard {
         self.open_connections.inc();
@@ -242,6 +301,54 @@ impl ProxyMetrics {
     }
 }
 
+impl ProxyMetrics {
+    /// Counts an attempt to start an instance of `upstream`; a started one counts as alive
+    /// until the returned guard is dropped.
+    pub fn instance_started(&self, upstream: &'static str) -> InstanceGuard {
+        self.instance_starts
+            .get_or_create(&InstanceStartLabels {
+                upstream,
+                outcome: "started",
+            })
+            .inc();
+        let gauge = self
+            .instances
+            .get_or_create_owned(&UpstreamLabels { upstream });
+        gauge.inc();
+        InstanceGuard { gauge }
+    }
+
+    /// Counts a failed attempt to start an instance of `upstream`.
+    pub fn instance_start_failed(&self, upstream: &'static str) {
+        self.instance_starts
+            .get_or_create(&InstanceStartLabels {
+                upstream,
+                outcome: "failed",
+            })
+            .inc();
+    }
+
+    /// Counts an instance of `upstream` that ended, and why.
+    pub fn instance_exited(&self, upstream: &'static str, crashed: bool) {
+        let cause = if crashed { "crashed" } else { "stopped" };
+        self.instance_exits
+            .get_or_create(&InstanceExitLabels { upstream, cause })
+            .inc();
+    }
+}
+
+/// Decrements the live-instances gauge when the instance is gone.
+#[derive(Debug)]
+pub struct InstanceGuard {
+    gauge: Gauge,
+}
+
+impl Drop for InstanceGuard {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
 /// Decrements the open-connections gauge when the connection ends, however it ends.
 #[derive(Debug)]
 pub struct ConnectionGuard {
@@ -259,7 +366,7 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 21))
 }
 
-/// Decrements the open-streams gauge when the relayed stream ends, however it ends.
+/// Decrements the open-streams (or legacy-sessions) gauge when the stream ends, however it ends.
 #[derive(Debug)]
 pub struct StreamGuard {
     gauge: Gauge,

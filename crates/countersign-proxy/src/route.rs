@@ -1,10 +1,11 @@
 //! The route a request was matched to: its upstream, the pooled client that reaches it and its
 //! metric label. Hardening attaches it to every request it lets through, so every layer below
-//! reads the same route from the request's extensions.
+//! reads the same route from the request's extensions; a request to one of the route's legacy
+//! HTTP+SSE endpoints also carries its [`LegacyEndpoint`].
 
 use std::sync::Arc;
 
-use crate::config::Upstream;
+use crate::config::{LegacyPaths, Upstream};
 use crate::upstream::UpstreamClient;
 
 /// One MCP endpoint of the gateway and what it forwards to.
@@ -17,6 +18,8 @@ pub struct RouteTarget {
     /// request never allocates.
     pub label: &'static str,
     pub client: UpstreamClient,
+    /// The route's 2024-11-05 HTTP+SSE endpoints, if it serves them.
+    pub legacy: Option<LegacyPaths>,
 }
 
 /// The matched route, in request extensions.
@@ -29,4 +32,14 @@ impl std::ops::Deref for Route {
     fn deref(&self) -> &RouteTarget {
         &self.0
     }
+}
+
+/// Which legacy (2024-11-05 HTTP+SSE) endpoint of its route a request was sent to, in its
+/// extensions beside the [`Route`]. Absent on requests to the route's Streamable HTTP endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LegacyEndpoint {
+    /// `GET` on the SSE path: opens a legacy session.
+    Stream,
+    /// `POST` on the messages path: one message of a legacy session.
+    Messages,
 }

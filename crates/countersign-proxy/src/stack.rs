@@ -11,11 +11,13 @@ use crate::audit::{AuditLayer, AuditOutcomes};
 use crate::catalog::CatalogSync;
 use crate::classify::{Classify, ClassifyLayer};
 use crate::client_limit::{ClientLimit, ClientLimitLayer};
+use crate::clock::Clock;
 use crate::config::ProxyConfig;
 use crate::edits::ResponseEdits;
 use crate::forward::Forwarder;
 use crate::hardening::{Hardening, HardeningLayer, HardeningRules};
 use crate::identity::{Identify, Identity, IdentityLayer};
+use crate::legacy_clients::{LegacyClients, LegacyClientsLayer, LegacySettings};
 use crate::limits::{LimitCalls, LimitCallsLayer};
 use crate::metrics::ProxyMetrics;
 use crate::parse::{Parse, ParseLayer};
@@ -41,7 +43,9 @@ pub struct Gateway {
 
 /// The full service for one listener: the layers of [`gateway_service`], outermost first.
 pub type GatewayService = Hardening<
-    ClientLimit<Parse<Identify<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>>,
+    LegacyClients<
+        ClientLimit<Parse<Identify<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>>,
+    >,
 >;
 
 /// Builds the request path for `config`.
@@ -64,6 +68,20 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
     let rate_limits = gateway.approval.rate_limits.clone();
     let approvals = Arc::new(Approvals::new(gateway.approval));
     let metrics = gateway.metrics;
+    let quiet = QuietLimits {
+        keep_alive: config.connections.sse_keep_alive,
+        idle_timeout: config.connections.sse_idle_timeout,
+    };
+    let client_limit = ClientLimitLayer::new(&config.connections, metrics.clone());
+    let legacy = LegacySettings {
+        identity: gateway.identity.clone(),
+        client_limit: client_limit.clone(),
+        quiet,
+        max_sessions: config.connections.max_open.get(),
+        max_message_bytes: max_event_bytes,
+        clock: clock.clone(),
+        metrics: metrics.clone(),
+    };
     let hardening = HardeningRules {
         routes,
         origins: config.origins.clone(),
@@ -76,9 +94,13 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
         // Framing, routing, Host and Origin checks come first: nothing may read the body of a
         // request that is smuggled, misrouted, or sent by a foreign page.
         .layer(HardeningLayer::new(Arc::new(hardening)))
+        // Turns the messages of 2024-11-05 HTTP+SSE clients into Streamable HTTP requests sent
+        // down everything below, so they get the very same gate; after hardening, which has
+        // routed them and checked their framing, Host and Origin.
+        .layer(LegacyClientsLayer::new(legacy))
         // Before the body is read, so a client past its limit costs a refusal and nothing more;
         // after hardening, so a smuggled or misrouted request never takes a slot.
-        .layer(ClientLimitLayer::new(&config.connections, metrics.clone()))
+        .layer(client_limit)
         // The one bounded body read and strict parse; below it, nobody sees the client's bytes.
         .layer(ParseLayer::new(config.limits.clone(), metrics.clone()))
         // Who is calling, from the trusted header only, before anything is judged for them.
@@ -98,18 +120,16 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
             metrics,
             StreamSettings {
                 max_event_bytes,
-                quiet: QuietLimits {
-                    keep_alive: config.connections.sse_keep_alive,
-                    idle_timeout: config.connections.sse_idle_timeout,
-                },
+                quiet,
                 clock,
             },
         ))
 }
 
-/// The routes of `config`, each with the client that reaches its upstream. Upstream names
-/// become `'static` metric labels once, at start-up, so recording a request never allocates.
-pub fn routes(config: &ProxyConfig) -> Vec<Route> {
+/// The routes of `config`, each with the client that reaches its upstream (stdio upstreams
+/// start no process until a client needs one). Upstream names become `'static` metric labels
+/// once, at start-up, so recording a request never allocates.
+pub fn routes(config: &ProxyConfig, metrics: &ProxyMetrics, clock: &Arc<dyn Clock>) -> Vec<Route> {
     config
         .routes
         .iter()
@@ -119,7 +139,8 @@ pub fn routes(config: &ProxyConfig) -> Vec<Route> {
                 path: route.path.clone(),
                 upstream: route.upstream.clone(),
                 label,
-                client: UpstreamClient::new(&route.upstream),
+                client: UpstreamClient::for_upstream(&route.upstream, label, metrics, clock),
+                legacy: route.legacy.clone(),
             }))
         })
         .collect()

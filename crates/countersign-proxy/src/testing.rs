@@ -66,6 +66,7 @@ pub(crate) fn route(url: &str) -> Route {
         client: UpstreamClient::new(&upstream),
         upstream,
         label: UPSTREAM,
+        legacy: None,
     }))
 }
 

@@ -76,11 +76,12 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
-    /// Upstream MCP endpoint (Streamable HTTP), e.g. http://127.0.0.1:3001/mcp. Replaces the
-    /// config file's upstreams.
-    #[arg(long, value_name = "URL")]
+    /// The upstream MCP server: http(s)://host:port/mcp (Streamable HTTP),
+    /// sse+http(s)://host:port/sse (legacy HTTP+SSE), or 'stdio:COMMAND ARGS…' (a stdio server
+    /// the gateway starts). Replaces the config file's upstreams.
+    #[arg(long, value_name = "URL|stdio:CMD")]
     upstream: Option<String>,
-    /// Gateway path for --upstream. Default: the upstream URL's path.
+    /// Gateway path for --upstream. Default: the upstream URL's path (/mcp for stdio).
     #[arg(long, value_name = "PATH")]
     path: Option<String>,
     /// MCP listener address. Default 127.0.0.1:8080.

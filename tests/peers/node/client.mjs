@@ -18,6 +18,9 @@
 //              throws, so the SDK answers with a JSON-RPC error)
 //            --upstream-answer accept|decline|cancel: overrides it for any other question
 //            --no-elicitation: declare no elicitation capability at all
+//            --transport streamable-http|sse (default streamable-http): `sse` speaks the
+//              2024-11-05 HTTP+SSE transport (SSEClientTransport): URL is the SSE endpoint
+//              (say http://127.0.0.1:8080/sse); there is no DELETE, so sessionDelete is null
 //
 // The elicit script drives a gateway's elicitation channel (elicitation/create on the held
 // call's stream): it tells the gateway's question apart from the upstream's own and records
@@ -62,12 +65,13 @@ function fail(message, status = 1) {
 
 let sdk;
 try {
-  const [clientMod, transportMod, typesMod] = await Promise.all([
+  const [clientMod, transportMod, sseMod, typesMod] = await Promise.all([
     import("@modelcontextprotocol/sdk/client/index.js"),
     import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+    import("@modelcontextprotocol/sdk/client/sse.js"),
     import("@modelcontextprotocol/sdk/types.js"),
   ]);
-  sdk = { ...clientMod, ...transportMod, ...typesMod };
+  sdk = { ...clientMod, ...transportMod, ...sseMod, ...typesMod };
 } catch (error) {
   fail(
     `cannot load @modelcontextprotocol/sdk (${error.message}); run scripts/install-test-tools.sh`,
@@ -79,7 +83,7 @@ function usage(message) {
   fail(
     `${message}\nusage: node client.mjs --url URL --script ${SCRIPTS.join("|")} [--tool NAME] [--args JSON] ` +
       "[--elicit accept|decline|cancel] [--gateway-answer accept|decline|cancel|untick|throw] " +
-      "[--upstream-answer accept|decline|cancel] [--no-elicitation]",
+      "[--upstream-answer accept|decline|cancel] [--no-elicitation] [--transport streamable-http|sse]",
     2,
   );
 }
@@ -96,6 +100,7 @@ try {
       "gateway-answer": { type: "string" },
       "upstream-answer": { type: "string" },
       "no-elicitation": { type: "boolean", default: false },
+      transport: { type: "string", default: "streamable-http" },
     },
     strict: true,
   }));
@@ -104,6 +109,9 @@ try {
 }
 if (!options.url) usage("--url is required");
 if (!SCRIPTS.includes(options.script)) usage(`--script must be one of ${SCRIPTS.join(", ")}`);
+if (!["streamable-http", "sse"].includes(options.transport)) {
+  usage("--transport must be streamable-http or sse");
+}
 if (!ELICIT_ANSWERS.includes(options.elicit)) usage(`--elicit must be one of ${ELICIT_ANSWERS.join(", ")}`);
 if (options["gateway-answer"] !== undefined && !GATEWAY_ANSWERS.includes(options["gateway-answer"])) {
   usage(`--gateway-answer must be one of ${GATEWAY_ANSWERS.join(", ")}`);
@@ -324,7 +332,22 @@ client.onerror = (error) => {
   if (!closing) process.stderr.write(`client.mjs: transport reported: ${error?.message ?? error}\n`);
 };
 
-const transport = new sdk.StreamableHTTPClientTransport(url, { fetch: recordingFetch });
+// The transport `--transport` names, its HTTP exchanges seen by `fetchFn`. The SSE transport
+// keeps the negotiated version to itself; `negotiated` records it.
+function makeTransport(fetchFn) {
+  if (options.transport === "sse") {
+    const sse = new sdk.SSEClientTransport(url, { fetch: fetchFn });
+    const setProtocolVersion = sse.setProtocolVersion.bind(sse);
+    sse.setProtocolVersion = (version) => {
+      sse.negotiated = version;
+      setProtocolVersion(version);
+    };
+    return sse;
+  }
+  return new sdk.StreamableHTTPClientTransport(url, { fetch: fetchFn });
+}
+
+const transport = makeTransport(recordingFetch);
 const steps = [];
 let expectedUnsolicited = 0;
 
@@ -461,14 +484,12 @@ async function openAnotherSession() {
   other.onerror = (error) => {
     if (!otherClosing) process.stderr.write(`client.mjs: second session: ${error?.message ?? error}\n`);
   };
-  const otherTransport = new sdk.StreamableHTTPClientTransport(url, {
-    async fetch(input, init) {
-      const response = await fetch(input, init);
-      const method = (init?.method ?? "GET").toUpperCase();
-      if (method === "GET") http.getStream = response.status;
-      else if (method === "DELETE") http.sessionDelete = response.status;
-      return response;
-    },
+  const otherTransport = makeTransport(async (input, init) => {
+    const response = await fetch(input, init);
+    const method = (init?.method ?? "GET").toUpperCase();
+    if (method === "GET") http.getStream = response.status;
+    else if (method === "DELETE") http.sessionDelete = response.status;
+    return response;
   });
   await other.connect(otherTransport);
   const deadline = Date.now() + NOTIFICATION_WAIT_MS;
@@ -479,7 +500,7 @@ async function openAnotherSession() {
     http,
     async close() {
       otherClosing = true;
-      await otherTransport.terminateSession();
+      await otherTransport.terminateSession?.();
       await other.close();
     },
   };
@@ -542,9 +563,10 @@ const scripts = {
 };
 
 const transcript = { peer: PEER, mode: "legacy", script: options.script };
+if (options.transport !== "streamable-http") transcript.transport = options.transport;
 try {
   await client.connect(transport);
-  transcript.protocolVersion = transport.protocolVersion ?? null;
+  transcript.protocolVersion = transport.protocolVersion ?? transport.negotiated ?? null;
   transcript.serverName = client.getServerVersion()?.name ?? null;
   // The SDK opens the GET stream right after `initialized` without waiting for it; wait
   // for its answer so notifications sent from then on are not dropped for lack of a stream.
@@ -573,7 +595,8 @@ try {
     transcript.unsolicitedNotifications = [...recorder.unsolicited].sort();
   }
   closing = true;
-  await transport.terminateSession();
+  // The SSE transport has no DELETE: closing its stream ends the session.
+  await transport.terminateSession?.();
   await client.close();
 } catch (error) {
   fail(`session against ${options.url} failed: ${error?.stack ?? error}`);

@@ -13,7 +13,10 @@ Usage:
   client.py --url URL --mode MODE --script confirm
   client.py --url URL --mode legacy --script confirm-cross-session
   client.py --url URL --mode MODE --script elicit [--gateway-answer A] [--upstream-answer A]
-  options: --elicit accept|decline|cancel (default accept): how every question is answered
+  options: --transport streamable-http|sse (default streamable-http): `sse` speaks the
+             2024-11-05 HTTP+SSE transport (`mcp.client.sse.sse_client`): URL is the SSE
+             endpoint (say http://127.0.0.1:8080/sse), needs --mode legacy
+           --elicit accept|decline|cancel (default accept): how every question is answered
            --gateway-answer accept|decline|cancel|untick|throw: overrides it for the gateway's
              own approval question (untick: accept with the box unticked; throw: the handler
              fails, so the SDK answers with a JSON-RPC error)
@@ -28,8 +31,9 @@ The confirm scripts drive a gateway's confirmation-token channel (they need the
 gateway in front of the notes upstream); they declare no elicitation capability,
 so the token in the tool result is the channel every gateway must offer.
 
-Modes: `legacy` runs the initialize handshake (a 2025-11-25 session with
-Mcp-Session-Id, GET stream and a DELETE at the end); `2026-07-28` adopts the
+Modes: `legacy` runs the initialize handshake (over Streamable HTTP a 2025-11-25
+session with Mcp-Session-Id, GET stream and a DELETE at the end; over the SSE
+transport one long GET whose `endpoint` event names where every message is POSTed); `2026-07-28` adopts the
 stateless revision directly, without a probe; `auto` probes `server/discover`
 and falls back to initialize, and the transcript records which era won.
 
@@ -54,6 +58,7 @@ try:
     import httpx2
     import mcp_types as types
     from mcp.client import Client
+    from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
     from mcp.shared.exceptions import MCPError
@@ -534,11 +539,28 @@ SCRIPTS: dict[str, Callable[[Session, argparse.Namespace], Awaitable[None]]] = {
 @asynccontextmanager
 async def open_session(args: argparse.Namespace, recorder: Recorder) -> AsyncIterator[Session]:
     """One connection to the server; a legacy session is DELETEd when the context ends."""
-    http_client = httpx2.AsyncClient(
-        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        event_hooks={"response": [recorder.on_http_response]},
-    )
-    transport = streamable_http_client(args.url, http_client=http_client, terminate_on_close=True)
+    timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+    http_client = httpx2.AsyncClient(timeout=timeout, event_hooks={"response": [recorder.on_http_response]})
+    if args.transport == "sse":
+
+        def recording_client(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            # The SDK builds its own client for the SSE transport; record its GET like ours.
+            return httpx2.AsyncClient(
+                headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [recorder.on_http_response]}
+            )
+
+        transport = sse_client(
+            args.url,
+            timeout=MCP_DEFAULT_TIMEOUT,
+            sse_read_timeout=MCP_DEFAULT_SSE_READ_TIMEOUT,
+            httpx_client_factory=recording_client,
+        )
+    else:
+        transport = streamable_http_client(args.url, http_client=http_client, terminate_on_close=True)
     client = Client(
         transport,
         mode=args.mode,
@@ -571,6 +593,8 @@ async def open_session(args: argparse.Namespace, recorder: Recorder) -> AsyncIte
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     recorder = Recorder(ElicitAnswers.from_args(args))
     transcript: dict[str, Any] = {"peer": PEER, "mode": args.mode, "script": args.script}
+    if args.transport != "streamable-http":
+        transcript["transport"] = args.transport
     async with open_session(args, recorder) as session:
         client = session.client
         transcript["protocolVersion"] = client.protocol_version
@@ -600,6 +624,12 @@ def main() -> int:
     parser.add_argument("--url", required=True, help="MCP endpoint, e.g. http://127.0.0.1:8080/mcp")
     parser.add_argument("--mode", required=True, choices=["legacy", *MODERN_PROTOCOL_VERSIONS, "auto"])
     parser.add_argument("--script", required=True, choices=sorted(SCRIPTS))
+    parser.add_argument(
+        "--transport",
+        default="streamable-http",
+        choices=["streamable-http", "sse"],
+        help="sse: the 2024-11-05 HTTP+SSE transport, --url being its SSE endpoint",
+    )
     parser.add_argument("--tool", help="tool name for --script call")
     parser.add_argument("--args", default="{}", help="JSON object of arguments for --script call")
     parser.add_argument("--elicit", default="accept", choices=["accept", "decline", "cancel"])
@@ -619,6 +649,8 @@ def main() -> int:
         parser.error(f"--args is not JSON: {exc}")
     if not isinstance(args.call_arguments, dict):
         parser.error("--args must be a JSON object")
+    if args.transport == "sse" and args.mode != "legacy":
+        parser.error("--transport sse speaks only the initialize handshake: use --mode legacy")
     if args.script == "confirm-cross-session" and args.mode != "legacy":
         parser.error("--script confirm-cross-session needs sessions: use --mode legacy")
     try:

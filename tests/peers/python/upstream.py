@@ -13,17 +13,18 @@ the gateway says it did.
 
 Usage: upstream.py --port N [--json-response] [--transport streamable-http|sse]
                    [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
+       upstream.py --stdio
 
 With `--transport sse` it speaks only the legacy 2024-11-05 HTTP+SSE transport
 instead: `GET /sse` opens the stream, whose `endpoint` event names
-`/messages/?session_id=…`.
-
+`/messages/?session_id=…`. Over HTTP it prints exactly one line `READY` on
+stdout once the port accepts connections; everything else goes to stderr.
 With --tls-cert and --tls-key it serves HTTPS instead of HTTP (uvicorn's TLS,
 HTTP/1.1, no ALPN); --tls-client-ca also makes it require a client certificate
 issued by that CA, refusing the handshake otherwise.
-
-Prints exactly one line `READY` on stdout once the port accepts connections;
-everything else goes to stderr. Exits non-zero with a message on failure.
+With `--stdio` it speaks MCP on stdin and stdout instead (one JSON-RPC message
+per line, as a gateway's stdio upstream) and logs to stderr.
+Exits non-zero with a message on failure.
 """
 
 from __future__ import annotations
@@ -291,7 +292,12 @@ async def serve(port: int, json_response: bool, transport: str, tls: dict[str, A
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, required=True, help="TCP port on 127.0.0.1")
+    parser.add_argument("--port", type=int, help="TCP port on 127.0.0.1")
+    parser.add_argument(
+        "--stdio",
+        action="store_true",
+        help="speak MCP on stdin/stdout instead of HTTP (state is then per process, so per stdio instance)",
+    )
     parser.add_argument(
         "--json-response",
         action="store_true",
@@ -311,7 +317,18 @@ def main() -> int:
         help="require a client certificate issued by this CA (mTLS)",
     )
     args = parser.parse_args()
-    if not 0 < args.port < 65536:
+    if args.stdio:
+        if (
+            args.port is not None
+            or args.json_response
+            or args.transport != "streamable-http"
+            or args.tls_cert is not None
+            or args.tls_client_ca is not None
+        ):
+            parser.error("--stdio takes neither --port, --json-response, --transport nor --tls-*")
+    elif args.port is None:
+        parser.error("give --port N (HTTP) or --stdio")
+    elif not 0 < args.port < 65536:
         parser.error(f"--port {args.port} is not a TCP port")
     if (args.tls_cert is None) != (args.tls_key is None):
         parser.error("--tls-cert and --tls-key go together")
@@ -319,6 +336,12 @@ def main() -> int:
         parser.error("--tls-client-ca needs --tls-cert and --tls-key")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="upstream.py: %(name)s: %(message)s")
     _declare_resources_list_changed()
+    if args.stdio:
+        try:
+            mcp.run("stdio")
+        except KeyboardInterrupt:
+            pass
+        return 0
     try:
         tls = _tls_options(args)
         if tls:

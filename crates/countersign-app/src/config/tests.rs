@@ -155,6 +155,21 @@ fn every_kind_of_upstream_is_configured() {
 }
 
 #[test]
+fn a_stdio_program_is_not_given_the_gateways_upstream_credentials() {
+    // PATH stands in for a credential variable: it is set wherever the tests run.
+    let config = validate(
+        "upstreams:\n  - name: hosted\n    url: https://mcp.example.com/mcp\n    path: /hosted\n\
+         \x20   auth: { replace: { env: PATH } }\n\
+         \x20 - name: memory\n    command: npx\n",
+    )
+    .expect("valid");
+    let Transport::Stdio(command) = &config.proxy.routes[1].upstream.transport else {
+        panic!("stdio");
+    };
+    assert_eq!(command.withheld_env, ["PATH"]);
+}
+
+#[test]
 fn the_upstream_flag_takes_every_kind() {
     let flag = |value: &str| {
         let mut raw = RawConfig::default();
@@ -213,4 +228,53 @@ fn sizes_accept_units() {
     assert_eq!(parse_size("500KB").expect("size"), 500_000);
     assert_eq!(parse_size("123").expect("size"), 123);
     assert!(parse_size("1TiB").is_err());
+}
+
+#[test]
+fn legacy_clients_get_sse_beside_the_upstream_flag_with_no_extra_flag() {
+    let legacy = |value: &str| {
+        let mut raw = RawConfig::default();
+        raw.apply(Overrides {
+            upstream: Some(value.into()),
+            ..Overrides::default()
+        });
+        let route = raw.validate().expect(value).proxy.routes.remove(0);
+        let legacy = route.legacy.expect("legacy clients are served by default");
+        (route.path, legacy.sse, legacy.messages)
+    };
+    assert_eq!(
+        legacy("http://127.0.0.1:3001/mcp"),
+        ("/mcp".into(), "/sse".into(), "/sse/messages".into())
+    );
+    // In front of a legacy server, its own URL swapped for the gateway's serves both kinds of
+    // client.
+    assert_eq!(
+        legacy("sse+http://127.0.0.1:3002/sse"),
+        ("/sse".into(), "/sse".into(), "/sse/messages".into())
+    );
+}
+
+#[test]
+fn legacy_sse_path_can_be_moved_or_turned_off() {
+    let config = validate(
+        "upstreams:\n  - url: http://x/mcp\n    legacy_sse_path: /legacy/events\n  - name: b\n    url: http://y/b/mcp\n    legacy_sse_path: 'off'\n",
+    )
+    .expect("valid");
+    let legacy = config.proxy.routes[0].legacy.as_ref().expect("moved");
+    assert_eq!(
+        (legacy.sse.as_str(), legacy.messages.as_str()),
+        ("/legacy/events", "/legacy/events/messages")
+    );
+    assert!(config.proxy.routes[1].legacy.is_none());
+    let error = validate(
+        "upstreams:\n  - url: http://x/mcp\n    legacy_sse_path: /b/mcp\n  - name: b\n    url: http://y/b/mcp\n",
+    )
+    .expect_err("another route's path");
+    assert!(format!("{error:#}").contains("already used"), "{error:#}");
+    let error = validate("upstreams:\n  - url: http://x/mcp\n    legacy_sse_path: sse\n")
+        .expect_err("not a path");
+    assert!(
+        format!("{error:#}").contains("legacy_sse_path"),
+        "{error:#}"
+    );
 }

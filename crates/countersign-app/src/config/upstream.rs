@@ -13,6 +13,7 @@ use http::Uri;
 use http::uri::Scheme;
 use serde::Deserialize;
 
+use super::legacy_paths::LegacySetting;
 use super::{RawSize, duration, nonzero, size};
 
 #[derive(Debug, Default, Deserialize)]
@@ -24,6 +25,12 @@ pub struct RawUpstream {
     /// Gateway path clients use. Default: the path of `url`.
     #[serde(default)]
     pub path: Option<String>,
+    /// Where clients of the 2024-11-05 HTTP+SSE transport open their sessions (`GET`), or
+    /// `off`; their messages go to `<legacy_sse_path>/messages`. Default: `/sse` beside `path`
+    /// (`/mcp` → `/sse`, `/a/mcp` → `/a/sse`; a `path` ending in `/sse` serves both transports
+    /// itself; any other `<path>/sse`) when no other endpoint of the gateway uses it, else off.
+    #[serde(default)]
+    pub legacy_sse_path: Option<String>,
     /// The upstream's endpoint: Streamable HTTP (`http://127.0.0.1:3001/mcp`,
     /// `https://mcp.example.com/mcp`) or, with `transport: sse`, a legacy SSE endpoint. Exactly
     /// one of `url` and `command`.
@@ -122,7 +129,24 @@ pub struct RawProcesses {
 }
 
 impl RawUpstream {
-    pub(super) fn validate(mut self) -> anyhow::Result<Route> {
+    /// The environment variable holding the gateway's own credential for this upstream, if
+    /// one does: a stdio upstream's program must not inherit it.
+    pub(super) fn credential_variable(&self) -> Option<&str> {
+        match &self.auth {
+            Some(RawAuth::Replace(RawReplaceAuth { replace })) => replace.env.as_deref(),
+            _ => None,
+        }
+    }
+
+    pub(super) fn validate(mut self) -> anyhow::Result<(Route, LegacySetting)> {
+        let legacy = match self.legacy_sse_path.take() {
+            None => LegacySetting::Default,
+            Some(off) if off == "off" => LegacySetting::Off,
+            Some(path) => {
+                check_path(&path).context("legacy_sse_path")?;
+                LegacySetting::Path(path)
+            }
+        };
         if let Some(flag) = self.flag.take() {
             super::upstream_flag::apply(&flag, &mut self)?;
         }
@@ -135,15 +159,7 @@ impl RawUpstream {
             None if matches!(transport, Transport::Stdio(_)) => "/mcp".to_owned(),
             None => url.path().to_owned(),
         };
-        ensure!(
-            path.starts_with('/')
-                && !path.contains(['?', '#', '%', '\\', ';'])
-                && !path.contains("//")
-                && !path
-                    .split('/')
-                    .any(|segment| segment == "." || segment == ".."),
-            "path `{path}` must be a plain absolute path such as /mcp"
-        );
+        check_path(&path)?;
         let name = self.name.unwrap_or_else(|| "default".to_owned());
         ensure!(
             !name.is_empty()
@@ -175,8 +191,9 @@ impl RawUpstream {
                 UpstreamAuth::Replace(Secret(value))
             }
         };
-        Ok(Route {
+        let route = Route {
             path,
+            legacy: None,
             upstream: Upstream {
                 name,
                 transport,
@@ -197,8 +214,23 @@ impl RawUpstream {
                 )?,
                 max_response_bytes: size(self.max_response_bytes, 16 << 20, "max_response_bytes")?,
             },
-        })
+        };
+        Ok((route, legacy))
     }
+}
+
+/// A path the gateway can match byte-exactly and nothing in front of it reads differently.
+pub(super) fn check_path(path: &str) -> anyhow::Result<()> {
+    ensure!(
+        path.starts_with('/')
+            && !path.contains(['?', '#', '%', '\\', ';'])
+            && !path.contains("//")
+            && !path
+                .split('/')
+                .any(|segment| segment == "." || segment == ".."),
+        "path `{path}` must be a plain absolute path such as /mcp"
+    );
+    Ok(())
 }
 
 impl RawUpstream {
@@ -258,6 +290,8 @@ impl RawUpstream {
                     program,
                     args: std::mem::take(&mut self.args),
                     env: std::mem::take(&mut self.env).into_iter().collect(),
+                    // Filled in once every upstream is known (`Config::validate`).
+                    withheld_env: Vec::new(),
                     cwd: self.cwd.take(),
                     sharing,
                     max_processes: nonzero(processes.max.unwrap_or(64), "processes.max")?,

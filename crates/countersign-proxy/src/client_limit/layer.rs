@@ -3,7 +3,8 @@ use std::sync::Arc;
 use tower::Layer;
 
 use super::service::{ClientLimit, ClientLimitSettings};
-use super::slots::ClientSlots;
+use super::slots::{ClientSlot, ClientSlots};
+use crate::body::ResponseBody;
 use crate::config::ConnectionLimits;
 use crate::metrics::ProxyMetrics;
 
@@ -23,6 +24,18 @@ impl ClientLimitLayer {
                 metrics,
             }),
         }
+    }
+}
+
+impl ClientLimitLayer {
+    /// Takes a slot for a request that stays in flight without passing through the layer
+    /// itself, such as a legacy SSE session's own stream; the slot is given back when dropped.
+    /// `Err` is the 429 the layer would have answered.
+    pub fn admit<B>(
+        &self,
+        request: &http::Request<B>,
+    ) -> Result<ClientSlot, Box<http::Response<ResponseBody>>> {
+        self.settings.admit(request)
     }
 }
 

@@ -24,6 +24,7 @@ mod slots;
 pub use future::ResponseFuture;
 pub use layer::ClientLimitLayer;
 pub use service::ClientLimit;
+pub use slots::ClientSlot;
 
 use std::net::SocketAddr;
 

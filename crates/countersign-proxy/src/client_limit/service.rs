@@ -7,7 +7,7 @@ use tracing::debug;
 
 use super::PeerAddr;
 use super::future::ResponseFuture;
-use super::slots::{ClientSlots, client_key};
+use super::slots::{ClientSlot, ClientSlots, client_key};
 use crate::body::ResponseBody;
 use crate::config::ClientAddress;
 use crate::error::ProxyError;
@@ -41,27 +41,42 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let settings = &self.settings;
-        let peer = request.extensions().get::<PeerAddr>().map(|p| p.0.ip());
-        let key = client_key(&settings.address, request.headers(), peer);
-        match settings.slots.take(key) {
-            Some(slot) => ResponseFuture::inner(self.inner.call(request), slot),
-            None => {
-                let limit = settings.slots.limit();
-                debug!(client = ?key, limit, "client over its concurrent request limit");
-                settings.metrics.record_limit_hit("requests_per_client");
-                let upstream = request
-                    .extensions()
-                    .get::<Route>()
-                    .map_or("none", |r| r.label);
-                let method = match *request.method() {
-                    Method::GET => "GET",
-                    Method::DELETE => "DELETE",
-                    _ => "POST",
-                };
-                let error = ProxyError::TooManyClientRequests { limit };
-                ResponseFuture::answered(error.answer(None, &settings.metrics, upstream, method))
-            }
+        match self.settings.admit(&request) {
+            Ok(slot) => ResponseFuture::inner(self.inner.call(request), slot),
+            Err(refusal) => ResponseFuture::answered(*refusal),
         }
+    }
+}
+
+impl ClientLimitSettings {
+    /// A slot for `request`'s client, or the 429 that refuses it (boxed: the cold path).
+    pub(super) fn admit<B>(
+        &self,
+        request: &Request<B>,
+    ) -> Result<ClientSlot, Box<Response<ResponseBody>>> {
+        let peer = request.extensions().get::<PeerAddr>().map(|p| p.0.ip());
+        let key = client_key(&self.address, request.headers(), peer);
+        if let Some(slot) = self.slots.take(key) {
+            return Ok(slot);
+        }
+        let limit = self.slots.limit();
+        debug!(client = ?key, limit, "client over its concurrent request limit");
+        self.metrics.record_limit_hit("requests_per_client");
+        let upstream = request
+            .extensions()
+            .get::<Route>()
+            .map_or("none", |r| r.label);
+        let method = match *request.method() {
+            Method::GET => "GET",
+            Method::DELETE => "DELETE",
+            _ => "POST",
+        };
+        let error = ProxyError::TooManyClientRequests { limit };
+        Err(Box::new(error.answer(
+            None,
+            &self.metrics,
+            upstream,
+            method,
+        )))
     }
 }

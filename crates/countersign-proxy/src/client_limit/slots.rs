@@ -67,7 +67,7 @@ impl ClientSlots {
 
 /// One request in flight for a client, given back when dropped.
 #[derive(Debug)]
-pub(crate) struct ClientSlot {
+pub struct ClientSlot {
     slots: Arc<ClientSlots>,
     key: ClientKey,
 }

@@ -32,6 +32,31 @@ pub struct Route {
     /// Exact request path, such as `/mcp`.
     pub path: String,
     pub upstream: Upstream,
+    /// Where clients of the 2024-11-05 HTTP+SSE transport reach the same upstream, through the
+    /// same layers; `None`: not served.
+    pub legacy: Option<LegacyPaths>,
+}
+
+/// The two endpoints of the 2024-11-05 HTTP+SSE transport for one route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacyPaths {
+    /// `GET` here opens a legacy session, such as `/sse`. It may equal the route's own path: a
+    /// `GET` there without `Mcp-Session-Id` is then a legacy client's.
+    pub sse: String,
+    /// Where the session's messages are POSTed, as its `endpoint` event announces:
+    /// `<sse>/messages`, or `/messages` when `sse` is `/`.
+    pub messages: String,
+}
+
+impl LegacyPaths {
+    /// The endpoints of a legacy SSE path, its messages path derived from it.
+    pub fn new(sse: &str) -> Self {
+        let messages = format!("{}/messages", sse.trim_end_matches('/'));
+        Self {
+            sse: sse.to_owned(),
+            messages,
+        }
+    }
 }
 
 /// Limits that bound what one client can make the gateway hold or do.

@@ -64,6 +64,10 @@ pub struct StdioCommand {
     pub args: Vec<String>,
     /// Set on top of the gateway's own environment.
     pub env: Vec<(String, String)>,
+    /// Variables of the gateway's environment the program must not get: those holding the
+    /// gateway's upstream credentials (`auth.replace.env`). `COUNTERSIGN_*` never reach it
+    /// either; `env` may still set any of them explicitly.
+    pub withheld_env: Vec<String>,
     /// Working directory; default the gateway's.
     pub cwd: Option<PathBuf>,
     pub sharing: ProcessSharing,

@@ -10,12 +10,13 @@ use crate::config::{HostPolicy, OriginPolicy};
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::metrics::ProxyMetrics;
-use crate::route::Route;
+use crate::route::{LegacyEndpoint, Route};
 
 /// What the hardening layer needs to know: the exact paths it serves and the allowlists.
 #[derive(Debug)]
 pub struct HardeningRules {
-    /// The routes served, matched byte-exactly by path.
+    /// The routes served, matched byte-exactly by path: each route's own path and its legacy
+    /// HTTP+SSE paths.
     pub routes: Vec<Route>,
     pub origins: OriginPolicy,
     pub hosts: HostPolicy,
@@ -66,8 +67,11 @@ where
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         match self.rules.check(&request) {
-            Ok(route) => {
+            Ok((route, legacy)) => {
                 request.extensions_mut().insert(route);
+                if let Some(endpoint) = legacy {
+                    request.extensions_mut().insert(endpoint);
+                }
                 ResponseFuture::inner(self.inner.call(request))
             }
             Err((error, upstream)) => {
@@ -95,7 +99,10 @@ fn request_method_label(method: &Method) -> &'static str {
 impl HardeningRules {
     /// Runs every check in the order a peer would notice them: framing first, then routing,
     /// then who is asking, then what the body claims to be.
-    fn check<B>(&self, request: &Request<B>) -> Result<Route, (ProxyError, &'static str)> {
+    fn check<B>(
+        &self,
+        request: &Request<B>,
+    ) -> Result<(Route, Option<LegacyEndpoint>), (ProxyError, &'static str)> {
         let unrouted = "none";
         let uri = request.uri();
         if uri.scheme().is_some() || uri.authority().is_some() {
@@ -104,19 +111,35 @@ impl HardeningRules {
         let headers = request.headers();
         check_framing(headers).map_err(|e| (e, unrouted))?;
 
-        let route = self
-            .routes
-            .iter()
-            .find(|route| route.path == uri.path())
+        let method = request.method();
+        let (route, legacy) = self
+            .route(uri.path(), method, headers)
             .ok_or((ProxyError::UnknownPath, unrouted))?;
         let upstream = route.label;
         let refuse = |e| (e, upstream);
-        if uri.query().is_some() {
+        // Only a legacy session's messages are addressed by query (`?session_id=…`), as the
+        // 2024-11-05 transport has it; the legacy layer reads nothing else from it.
+        if uri.query().is_some() && legacy != Some(LegacyEndpoint::Messages) {
             return Err(refuse(ProxyError::QueryNotAllowed));
         }
-        let method = request.method();
-        if !matches!(*method, Method::POST | Method::GET | Method::DELETE) {
-            return Err(refuse(ProxyError::MethodNotAllowed(method.clone())));
+        let allowed = match legacy {
+            None => matches!(*method, Method::POST | Method::GET | Method::DELETE),
+            Some(LegacyEndpoint::Stream) => method == Method::GET,
+            Some(LegacyEndpoint::Messages) => method == Method::POST,
+        };
+        if !allowed {
+            let error = match legacy {
+                None => ProxyError::MethodNotAllowed(method.clone()),
+                Some(LegacyEndpoint::Stream) => ProxyError::LegacyMethodNotAllowed {
+                    method: method.clone(),
+                    allow: "GET",
+                },
+                Some(LegacyEndpoint::Messages) => ProxyError::LegacyMethodNotAllowed {
+                    method: method.clone(),
+                    allow: "POST",
+                },
+            };
+            return Err(refuse(error));
         }
 
         // Origin before Host: the spec makes 403 on a foreign Origin a MUST, and a rebinding
@@ -140,7 +163,38 @@ impl HardeningRules {
         if method == Method::POST {
             check_post_body_headers(headers, self.max_body_bytes).map_err(refuse)?;
         }
-        Ok(route.clone())
+        Ok((route.clone(), legacy))
+    }
+
+    /// The route serving `path`, and which of its legacy endpoints `path` is, matched
+    /// byte-exactly. Where a route's legacy SSE path is its own path, a `GET` without
+    /// `Mcp-Session-Id` is a legacy client opening its session: a Streamable HTTP client opens
+    /// its GET stream only inside the session that `initialize` gave it.
+    fn route(
+        &self,
+        path: &str,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> Option<(&Route, Option<LegacyEndpoint>)> {
+        self.routes.iter().find_map(|route| {
+            let legacy = route.legacy.as_ref();
+            let legacy_stream = legacy.is_some_and(|l| l.sse == path);
+            if route.path == path {
+                let opens_legacy_session = legacy_stream
+                    && method == Method::GET
+                    && !headers.contains_key("mcp-session-id");
+                return Some((
+                    route,
+                    opens_legacy_session.then_some(LegacyEndpoint::Stream),
+                ));
+            }
+            if legacy_stream {
+                return Some((route, Some(LegacyEndpoint::Stream)));
+            }
+            legacy
+                .is_some_and(|l| l.messages == path)
+                .then_some((route, Some(LegacyEndpoint::Messages)))
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use super::{Hardening, HardeningRules};
 use crate::body::ResponseBody;
 use crate::config::{HostPattern, HostPolicy, default_origin_policy};
 use crate::metrics::ProxyMetrics;
-use crate::route::Route;
+use crate::route::{LegacyEndpoint, Route};
 use crate::testing::{PATH, UPSTREAM, body_json, json_response, unused_route};
 
 /// Sends `request` through hardening in front of an inner service that records the route of
@@ -95,4 +95,141 @@ async fn a_request_that_passes_carries_its_route() {
     };
     assert_eq!(route.path, PATH);
     assert_eq!(route.upstream.name, UPSTREAM);
+}
+
+/// A route at `path` whose legacy SSE endpoint is `sse` (messages at `<sse>/messages`).
+fn legacy_route(path: &str, sse: &str) -> Route {
+    let plain = unused_route();
+    Route(Arc::new(crate::route::RouteTarget {
+        path: path.to_owned(),
+        upstream: plain.upstream.clone(),
+        label: plain.label,
+        client: plain.client.clone(),
+        legacy: Some(crate::config::LegacyPaths::new(sse)),
+    }))
+}
+
+/// Sends `request` through hardening serving `routes`; returns the status and, if the request
+/// got through, the path of its route and the legacy endpoint it was sent to.
+async fn route_of(
+    routes: Vec<Route>,
+    request: Request<()>,
+) -> (StatusCode, Option<(String, Option<LegacyEndpoint>)>) {
+    let rules = HardeningRules {
+        routes,
+        origins: default_origin_policy(),
+        hosts: HostPolicy { allowed: None },
+        max_body_bytes: 1024,
+        metrics: ProxyMetrics::unregistered(),
+    };
+    let seen = Arc::new(Mutex::new(None));
+    let inner = {
+        let seen = seen.clone();
+        service_fn(move |request: Request<()>| {
+            let seen = seen.clone();
+            async move {
+                let route = request.extensions().get::<Route>().map(|r| r.path.clone());
+                let legacy = request.extensions().get::<LegacyEndpoint>().copied();
+                *seen.lock().expect("lock") = route.map(|r| (r, legacy));
+                Ok::<_, Infallible>(json_response(&json!({})))
+            }
+        })
+    };
+    let Ok(response) = Hardening::new(inner, Arc::new(rules))
+        .oneshot(request)
+        .await;
+    let seen = seen.lock().expect("lock").clone();
+    (response.status(), seen)
+}
+
+fn get(target: &str) -> http::request::Builder {
+    Request::get(target).header("host", "localhost:8080")
+}
+
+#[tokio::test]
+async fn legacy_paths_are_routed_to_their_route_with_the_endpoint_marked() {
+    let routes = || vec![legacy_route("/mcp", "/sse")];
+    let stream = get("/sse").body(()).expect("request");
+    assert_eq!(
+        route_of(routes(), stream).await,
+        (
+            StatusCode::OK,
+            Some(("/mcp".into(), Some(LegacyEndpoint::Stream)))
+        )
+    );
+    let message = post("/sse/messages?session_id=abc")
+        .body(())
+        .expect("request");
+    assert_eq!(
+        route_of(routes(), message).await,
+        (
+            StatusCode::OK,
+            Some(("/mcp".into(), Some(LegacyEndpoint::Messages)))
+        )
+    );
+    let plain = post(PATH).body(()).expect("request");
+    assert_eq!(
+        route_of(routes(), plain).await,
+        (StatusCode::OK, Some(("/mcp".into(), None)))
+    );
+}
+
+#[tokio::test]
+async fn each_legacy_path_takes_only_its_own_method_and_only_messages_take_a_query() {
+    let routes = || vec![legacy_route("/mcp", "/sse")];
+    for (request, status) in [
+        (post("/sse").body(()), StatusCode::METHOD_NOT_ALLOWED),
+        (
+            Request::delete("/sse")
+                .header("host", "localhost:8080")
+                .body(()),
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (
+            get("/sse/messages?session_id=abc").body(()),
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (get("/sse?session_id=abc").body(()), StatusCode::BAD_REQUEST),
+        (
+            post("/mcp?session_id=abc").body(()),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            Request::post("/sse/messages?session_id=abc")
+                .header("host", "localhost:8080")
+                .header("content-type", "text/plain")
+                .body(()),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+    ] {
+        let request = request.expect("request");
+        let what = format!("{} {}", request.method(), request.uri());
+        assert_eq!(route_of(routes(), request).await, (status, None), "{what}");
+    }
+}
+
+#[tokio::test]
+async fn a_shared_path_opens_a_legacy_session_only_for_a_get_without_a_session_id() {
+    let routes = || vec![legacy_route("/sse", "/sse")];
+    let legacy = get("/sse").body(()).expect("request");
+    assert_eq!(
+        route_of(routes(), legacy).await,
+        (
+            StatusCode::OK,
+            Some(("/sse".into(), Some(LegacyEndpoint::Stream)))
+        )
+    );
+    let session_stream = get("/sse")
+        .header("mcp-session-id", "s-1")
+        .body(())
+        .expect("request");
+    assert_eq!(
+        route_of(routes(), session_stream).await,
+        (StatusCode::OK, Some(("/sse".into(), None)))
+    );
+    let message = post("/sse").body(()).expect("request");
+    assert_eq!(
+        route_of(routes(), message).await,
+        (StatusCode::OK, Some(("/sse".into(), None)))
+    );
 }

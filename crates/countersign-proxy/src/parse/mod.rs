@@ -26,6 +26,18 @@ pub use inspect::{InspectedPost, inspect_post};
 pub use layer::ParseLayer;
 pub use service::Parse;
 
+/// Put in a request's extensions by a transport adapter that cannot hand an HTTP status on to
+/// its client (the [legacy HTTP+SSE layer](crate::legacy_clients)): the parse layer then puts
+/// the ids of the requests the body carried in the response's extensions as [`RequestIds`], so
+/// the adapter can answer each of them when the response holds no JSON-RPC message.
+#[derive(Debug, Clone, Copy)]
+pub struct WantRequestIds;
+
+/// The ids of the requests (not notifications or responses) of a POST, in its response's
+/// extensions when the request asked with [`WantRequestIds`].
+#[derive(Debug, Clone, Default)]
+pub struct RequestIds(pub Vec<countersign_jsonrpc::message::RequestId>);
+
 /// The body of every request past the parse layer.
 #[derive(Debug)]
 pub enum Parsed {

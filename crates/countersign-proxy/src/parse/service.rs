@@ -4,14 +4,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use countersign_jsonrpc::message::Message;
 use http::{HeaderMap, Method, Request, Response, header};
 use http_body::Body;
 use http_body_util::BodyExt;
 use tower::Service;
 
-use super::Parsed;
 use super::budget::{BodyBudget, BodyReservation, HeldBody, OverBudget};
 use super::inspect::inspect_post;
+use super::{Parsed, RequestIds, WantRequestIds};
 use crate::body::{BoxError, ResponseBody};
 use crate::config::Limits;
 use crate::error::ProxyError;
@@ -101,13 +102,35 @@ where
             // The parsed value is the body in another form: its bytes stay counted for as long
             // as the request lives, a held call's wait for a person included.
             parts.extensions.insert(HeldBody::new(reservation));
+            let ids = parts
+                .extensions
+                .get::<WantRequestIds>()
+                .map(|_| request_ids(&inspected));
             let request = Request::from_parts(parts, Parsed::Message(inspected));
-            match inner.call(request).await {
+            let mut response = match inner.call(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},
+            };
+            if let Some(ids) = ids {
+                response.extensions_mut().insert(ids);
             }
+            response
         })
     }
+}
+
+/// The ids of the requests in `inspected`, for [`WantRequestIds`].
+fn request_ids(inspected: &super::InspectedPost) -> RequestIds {
+    let ids = inspected
+        .payload
+        .messages()
+        .iter()
+        .filter_map(|message| match message {
+            Message::Request(request) => Some(request.id.clone()),
+            Message::Notification(_) | Message::Response(_) => None,
+        })
+        .collect();
+    RequestIds(ids)
 }
 
 /// Why a body read stopped.

@@ -17,9 +17,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
+use super::bridge::{Bridge, BridgeSettings};
 use super::{Channel, Connector, UpstreamBody, UpstreamClient, is_event_stream, upstream_request};
-use crate::config::Upstream;
+use crate::clock::Clock;
+use crate::config::{ProcessSharing, Upstream};
 use crate::error::ProxyError;
+use crate::metrics::ProxyMetrics;
 use crate::wire::MCP_PROTOCOL_VERSION;
 
 /// Messages buffered in each direction of one connection; past it the gateway stops reading the
@@ -95,12 +98,14 @@ impl LegacySseConnector {
         let (to_server, outgoing) = mpsc::channel::<Bytes>(CHANNEL_CAPACITY);
         let (incoming, from_server) = mpsc::channel::<Bytes>(CHANNEL_CAPACITY);
         headers.remove(header::ACCEPT);
-        let reader = tokio::spawn(read_messages(
-            upstream.clone(),
-            body,
-            decoder,
-            incoming.clone(),
-        ));
+        let (ended_tx, ended) = tokio::sync::oneshot::channel();
+        let reader = tokio::spawn({
+            let (upstream, incoming) = (upstream.clone(), incoming.clone());
+            async move {
+                let why = read_messages(upstream, body, decoder, incoming).await;
+                let _ = ended_tx.send(why);
+            }
+        });
         let writer = tokio::spawn(post_messages(
             upstream.clone(),
             self.client.clone(),
@@ -114,19 +119,65 @@ impl LegacySseConnector {
             from_server,
             instance: Box::new(Connection { reader, writer }),
             describe: format!("legacy SSE connection, messages to {endpoint}"),
+            // Aborted with the connection, the reader says nothing: the gateway closed it.
+            ended: Box::pin(async move {
+                ended
+                    .await
+                    .unwrap_or_else(|_| "the gateway closed the connection".to_owned())
+            }),
         })
     }
 }
 
 impl Connector for LegacySseConnector {
-    fn open(&self) -> BoxFuture<'static, Result<Channel, ProxyError>> {
+    fn open(&self, request: &HeaderMap) -> BoxFuture<'static, Result<Channel, ProxyError>> {
         let connector = Self {
             upstream: self.upstream.clone(),
             client: self.client.clone(),
             max_event_bytes: self.max_event_bytes,
         };
-        Box::pin(async move { connector.open_with(&HeaderMap::new()).await })
+        let headers = request.clone();
+        Box::pin(async move { connector.open_with(&headers).await })
     }
+}
+
+/// Most legacy SSE connections open at once to one upstream: one per client session.
+pub(super) const MAX_CONNECTIONS: usize = 1024;
+
+/// A client session with nothing in flight and no open stream for this long is ended, and its
+/// connection closed.
+pub(super) const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The [`Bridge`] serving a legacy SSE upstream: one upstream connection per client session,
+/// opened with that session's `initialize` request headers (so `auth: forward` sends each
+/// client's own credential), and no stateless 2026-07-28 requests (the upstream has only
+/// sessions; dual-era clients fall back to `initialize`).
+pub(super) fn legacy_sse_upstream(
+    upstream: &Upstream,
+    client: UpstreamClient,
+    label: &'static str,
+    metrics: ProxyMetrics,
+    clock: Arc<dyn Clock>,
+) -> Bridge {
+    Bridge::new(
+        Arc::new(LegacySseConnector::new(
+            upstream,
+            client,
+            upstream.max_response_bytes.get(),
+        )),
+        BridgeSettings {
+            upstream: upstream.name.clone(),
+            label,
+            sharing: ProcessSharing::PerSession,
+            max_instances: MAX_CONNECTIONS,
+            idle_timeout: IDLE_TIMEOUT,
+            max_message_bytes: upstream.max_response_bytes.get(),
+            start_timeout: upstream.connect_timeout.max(upstream.response_timeout),
+            serves_stateless: false,
+            clock,
+            metrics,
+        },
+    )
 }
 
 /// Keeps the connection's two tasks; dropping it aborts them, which drops the GET body and so
@@ -213,13 +264,14 @@ fn bad_endpoint(announced: &str) -> String {
     format!("its `endpoint` event is not a URL: {announced:?}")
 }
 
-/// Relays every message event of the stream to `incoming` until the stream ends or fails.
+/// Relays every message event of the stream to `incoming` until the stream ends or fails;
+/// returns how it ended.
 async fn read_messages(
     upstream: Arc<Upstream>,
     mut body: UpstreamBody,
     mut decoder: SseDecoder,
     incoming: mpsc::Sender<Bytes>,
-) {
+) -> String {
     loop {
         loop {
             match decoder.next_event() {
@@ -231,13 +283,13 @@ async fn read_messages(
                     }
                     let Some(data) = event.data() else { continue };
                     if incoming.send(Bytes::from(data)).await.is_err() {
-                        return;
+                        return "the gateway closed the connection".to_owned();
                     }
                 }
                 Ok(None) => break,
                 Err(error) => {
                     warn!(upstream = %upstream.name, %error, "legacy SSE stream cut");
-                    return;
+                    return format!("its SSE stream was cut: {error}");
                 }
             }
         }
@@ -249,11 +301,11 @@ async fn read_messages(
             }
             Some(Err(error)) => {
                 warn!(upstream = %upstream.name, %error, "legacy SSE stream failed");
-                return;
+                return format!("its SSE stream failed: {error}");
             }
             None => {
                 debug!(upstream = %upstream.name, "legacy SSE stream ended");
-                return;
+                return "its SSE stream ended".to_owned();
             }
         }
     }

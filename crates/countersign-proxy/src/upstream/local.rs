@@ -30,24 +30,37 @@ pub trait LocalUpstream: Send + Sync + fmt::Debug {
 
     /// Ends every instance (processes, connections) and waits until they are gone.
     fn shutdown(&self) -> BoxFuture<'static, ()>;
+
+    /// Checks that an instance can be started and answers, for the start-up log and
+    /// `/readyz`: starts one, sends it an `initialize` (any answer will do) and stops it.
+    fn probe(&self) -> BoxFuture<'static, Result<(), ProxyError>>;
 }
 
 /// Opens channels to new instances of one server.
 pub trait Connector: Send + Sync + fmt::Debug + 'static {
-    fn open(&self) -> BoxFuture<'static, Result<Channel, ProxyError>>;
+    /// Opens one instance. `request` holds the headers of the client request that needs it
+    /// (the session's `initialize`, the first request a shared instance serves; empty for the
+    /// start-up probe): a connector that forwards credentials (`auth: forward`) takes them from
+    /// there, a stdio one ignores them.
+    fn open(&self, request: &http::HeaderMap) -> BoxFuture<'static, Result<Channel, ProxyError>>;
 }
 
-/// A duplex stream of JSON-RPC messages with one server instance. Dropping it ends the
+/// A duplex stream of JSON-RPC messages with one server instance. Dropping `instance` ends the
 /// instance (kills the process group, closes the connection).
 pub struct Channel {
-    /// One serialized JSON-RPC message per item, without a trailing newline.
+    /// One serialized JSON-RPC message per item (compact: no line breaks), without a trailing
+    /// newline.
     pub to_server: mpsc::Sender<Bytes>,
-    /// One JSON-RPC message per item; ends when the instance is gone.
+    /// One JSON-RPC message per item; ends when the instance is gone. A connector bounds each
+    /// item by the upstream's `max_response_bytes`: an instance that sends more is ended.
     pub from_server: mpsc::Receiver<Bytes>,
     /// Keeps the instance alive; its `Drop` ends it.
     pub instance: Box<dyn Send + Sync>,
     /// For logs: the process id, or the connection's URL.
     pub describe: String,
+    /// Resolves once the instance is gone — on its own, or after `instance` was dropped — to how
+    /// it ended (`exit status: 1`), which the errors of the requests it left unanswered name.
+    pub ended: BoxFuture<'static, String>,
 }
 
 impl fmt::Debug for Channel {

@@ -10,6 +10,7 @@
 //! computed, hop-by-hop and routing-spoof headers are never copied, `Host` names the upstream.
 
 mod body;
+pub mod bridge;
 mod call;
 mod failure;
 mod health;
@@ -17,6 +18,7 @@ mod http_client;
 mod legacy_sse;
 mod local;
 mod probe;
+pub mod stdio;
 mod tls;
 
 pub use body::UpstreamBody;
@@ -37,7 +39,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
 use http_body_util::Full;
 
-use crate::config::{Upstream, UpstreamAuth};
+use crate::config::{Transport, Upstream, UpstreamAuth};
 use crate::error::ProxyError;
 
 /// How the gateway reaches one upstream: a pooled HTTP client, or a [`LocalUpstream`] that
@@ -61,6 +63,44 @@ impl UpstreamClient {
         UpstreamClient::Http {
             client: HttpClient::new(upstream),
             health: Arc::default(),
+        }
+    }
+
+    /// The client for `upstream` whatever its transport: for a stdio upstream, the bridge that
+    /// starts its processes (none runs until a client needs one; stop them with
+    /// [`UpstreamClient::shutdown`]).
+    pub fn for_upstream(
+        upstream: &Upstream,
+        label: &'static str,
+        metrics: &crate::metrics::ProxyMetrics,
+        clock: &Arc<dyn crate::clock::Clock>,
+    ) -> Self {
+        match &upstream.transport {
+            Transport::Stdio(command) => UpstreamClient::Local(Arc::new(stdio::stdio_upstream(
+                upstream,
+                command,
+                label,
+                metrics.clone(),
+                clock.clone(),
+            ))),
+            Transport::LegacySse => {
+                UpstreamClient::Local(Arc::new(legacy_sse::legacy_sse_upstream(
+                    upstream,
+                    UpstreamClient::new(upstream),
+                    label,
+                    metrics.clone(),
+                    clock.clone(),
+                )))
+            }
+            Transport::StreamableHttp => UpstreamClient::new(upstream),
+        }
+    }
+
+    /// Ends a local upstream's instances and waits until they are gone (nothing to do for
+    /// HTTP upstreams). The app calls it once the listener has drained.
+    pub async fn shutdown(&self) {
+        if let UpstreamClient::Local(local) = self {
+            local.shutdown().await;
         }
     }
 

@@ -1,20 +1,17 @@
 //! The start-up probe, so an upstream that cannot be started, reached or verified (TLS) is named
 //! in the log when the gateway starts rather than on a user's first call.
 
-use bytes::Bytes;
-use http::Method;
-use http::header::{self, HeaderMap, HeaderValue};
-
-use super::{UpstreamClient, upstream_request};
+use super::UpstreamClient;
 use crate::config::Upstream;
 use crate::error::ProxyError;
-use crate::wire::REQUEST_ID_PREFIX;
 
 /// Checks that `upstream` can be reached, and records the outcome in its state.
 ///
 /// An HTTP upstream gets one connection (and TLS handshake) and no request, so probing never
-/// shows up in its logs or state. A local upstream has to start to be checked, so it is sent
-/// one `ping` outside any session; any answer means it started.
+/// shows up in its logs or state. A local upstream has to start to be checked, so one instance
+/// is started, has to answer an `initialize`, and is stopped ([`LocalUpstream::probe`]).
+///
+/// [`LocalUpstream::probe`]: super::LocalUpstream::probe
 pub async fn probe(upstream: &Upstream, client: &UpstreamClient) -> Result<(), ProxyError> {
     match client {
         UpstreamClient::Http { client, health } => {
@@ -39,22 +36,13 @@ pub async fn probe(upstream: &Upstream, client: &UpstreamClient) -> Result<(), P
             }
             connected
         }
-        UpstreamClient::Local(_) => {
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            headers.insert(
-                header::ACCEPT,
-                HeaderValue::from_static("application/json, text/event-stream"),
-            );
-            let body =
-                format!(r#"{{"jsonrpc":"2.0","id":"{REQUEST_ID_PREFIX}probe","method":"ping"}}"#);
-            let request =
-                upstream_request(upstream, Method::POST, &headers, Bytes::from(body), &[]);
-            // The answer's headers are all the probe needs; the body is dropped unread.
-            client.send(upstream, request).await.map(drop)
+        UpstreamClient::Local(local) => {
+            tokio::time::timeout(upstream.response_timeout, local.probe())
+                .await
+                .map_err(|_| ProxyError::UpstreamTimeout {
+                    upstream: upstream.name.clone(),
+                    timeout: upstream.response_timeout,
+                })?
         }
     }
 }

@@ -1,0 +1,83 @@
+//! A 2025-11-25 session with the notes store, driven by hand: what the transport tests use to
+//! hold a write, approve it and read the store's own audit log.
+
+use countersign_testkit::mcp::open_session;
+use countersign_testkit::{TestClient, sse_messages};
+use serde_json::{Value, json};
+
+/// A legacy (2025-11-25) session opened by hand, declaring no elicitation: a held call comes
+/// back with a confirmation token.
+#[derive(Debug)]
+pub struct Session {
+    url: String,
+    id: String,
+    next_id: i64,
+}
+
+impl Session {
+    pub async fn open(url: &str) -> Self {
+        let id = open_session(url, json!({})).await;
+        let session = Self {
+            url: url.to_owned(),
+            id,
+            next_id: 1,
+        };
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let answer = session.post(&initialized).await;
+        assert_eq!(answer.status, 202, "{}", answer.text());
+        session
+    }
+
+    pub async fn post(&self, message: &Value) -> countersign_testkit::Collected {
+        TestClient::default()
+            .post_json(
+                &self.url,
+                &[
+                    ("mcp-session-id", self.id.as_str()),
+                    ("mcp-protocol-version", "2025-11-25"),
+                ],
+                &message.to_string(),
+            )
+            .await
+    }
+
+    /// Calls `tool` and returns the JSON-RPC response to the call.
+    pub async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": tool, "arguments": arguments}});
+        let answer = self.post(&call).await;
+        assert_eq!(answer.status, 200, "{tool}: {}", answer.text());
+        let messages = if answer
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("text/event-stream"))
+        {
+            sse_messages(&answer.text())
+        } else {
+            vec![answer.json()]
+        };
+        messages
+            .into_iter()
+            .find(|m| m["id"] == id && (m.get("result").is_some() || m.get("error").is_some()))
+            .unwrap_or_else(|| panic!("{tool}: no response in {}", answer.text()))
+    }
+
+    /// What the notes store executed, by its own audit log.
+    pub async fn executed(&mut self) -> Value {
+        self.call("audit_log", json!({})).await["result"]["structuredContent"]["entries"].clone()
+    }
+
+    pub async fn delete(&self) -> u16 {
+        TestClient::default()
+            .send(
+                http::Method::DELETE,
+                &self.url,
+                &[("mcp-session-id", self.id.as_str())],
+                "",
+            )
+            .await
+            .status()
+            .as_u16()
+    }
+}
