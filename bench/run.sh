@@ -28,7 +28,8 @@
 # BENCH_NICE (-10: priority of every process started here; 0 leaves it alone),
 # BENCH_QUIET_BUDGET (900 s spent at most waiting for an idle machine and redoing disturbed
 # measurements), BENCH_MAX_FOREIGN (5: % of the CPUs other processes may use before a redo),
-# BENCH_TLS_HTTP2 (1: the TLS upstream offers h2 by ALPN; 0: HTTP/1.1 only).
+# BENCH_TLS_HTTP2 (1: the TLS upstream offers h2 by ALPN; 0: HTTP/1.1 only), BENCH_HTTPS (1; 0
+# leaves out the gateway-https target, e.g. for a BENCH_GATEWAY_BIN older than HTTPS upstreams).
 # Results: stdout and bench/results/latest.md; raw tool output in bench/results/raw/.
 # Everything started here listens on 127.0.0.1 only and is stopped on exit.
 
@@ -111,6 +112,7 @@ trap 'exit 130' INT TERM
 # A CA and a server certificate for 127.0.0.1, made for this run, for the TLS upstream; the
 # gateway-https target trusts the CA with `tls.ca_file`.
 TLS_HTTP2=${BENCH_TLS_HTTP2:-1}
+HTTPS=${BENCH_HTTPS:-1}
 make_tls_files() {
     local dir=$WORK/tls
     mkdir -p "$dir"
@@ -387,12 +389,15 @@ run_scenario() {
     # needs a configuration file.
     printf 'upstreams:\n  - name: default\n    url: https://127.0.0.1:%s/mcp\n    tls: { ca_file: %s }\n' \
         "$up_tls_port" "$WORK/tls/ca.pem" >"$WORK/gateway-https-$scenario.yaml"
-    "${sut[@]}" "${gw_env[@]}" "$GATEWAY_BIN" serve --config "$WORK/gateway-https-$scenario.yaml" \
-        --listen "127.0.0.1:$gw_tls_port" --admin off --policy "$BENCH/policy.yaml" \
-        2>"$RAW/gateway-https-$scenario.log" &
-    local gw_tls_pid=$!
-    PIDS+=("$gw_tls_pid")
-    wait_port "$gw_tls_port"
+    local gw_tls_pid=""
+    if [[ $HTTPS == 1 ]]; then
+        "${sut[@]}" "${gw_env[@]}" "$GATEWAY_BIN" serve --config "$WORK/gateway-https-$scenario.yaml" \
+            --listen "127.0.0.1:$gw_tls_port" --admin off --policy "$BENCH/policy.yaml" \
+            2>"$RAW/gateway-https-$scenario.log" &
+        gw_tls_pid=$!
+        PIDS+=("$gw_tls_pid")
+        wait_port "$gw_tls_port"
+    fi
 
     declare -A url pids
     url[direct]=http://127.0.0.1:$up_port/mcp
@@ -403,8 +408,9 @@ run_scenario() {
     pids[nginx]="$(nginx_pids "$nginx_pid")"
     pids[gateway]=$gw_pid
     pids[gateway-https]=$gw_tls_pid
-    local targets=(direct nginx gateway gateway-https) t code
-    SUT_PIDS="${pids[direct]} ${pids[nginx]} ${pids[gateway]} ${pids[gateway-https]}"
+    local targets=(direct nginx gateway) t code
+    [[ $HTTPS == 1 ]] && targets+=(gateway-https)
+    SUT_PIDS="${pids[direct]} ${pids[nginx]} ${pids[gateway]} ${pids[gateway-https]:-}"
     FOREIGN=""
 
     for t in "${targets[@]}"; do
@@ -536,8 +542,8 @@ run_scenario() {
         echo
         echo "Gateway VmHWM over the whole scenario (peak runs included): $(mib "$gw_hwm") MiB." \
              "Load-generator timer slack p99 (not counted in latency): $(med "${lag[gateway]}") µs." \
-             "Peak samples (req/s) — direct: ${peak_samples[direct]% }; nginx: ${peak_samples[nginx]% }; gateway: ${peak_samples[gateway]% }; gateway-https: ${peak_samples[gateway-https]% }." \
-             "gateway-https reaches the upstream over TLS ($([[ $TLS_HTTP2 == 1 ]] && echo 'HTTP/2 by ALPN' || echo 'HTTP/1.1')); its added p99 is against the plain direct p99." \
+             "Peak samples (req/s) — direct: ${peak_samples[direct]% }; nginx: ${peak_samples[nginx]% }; gateway: ${peak_samples[gateway]% }$([[ $HTTPS == 1 ]] && echo "; gateway-https: ${peak_samples[gateway-https]% }")." \
+             "$([[ $HTTPS == 1 ]] && echo "gateway-https reaches the upstream over TLS ($([[ $TLS_HTTP2 == 1 ]] && echo 'HTTP/2 by ALPN' || echo 'HTTP/1.1')); its added p99 is against the plain direct p99.")" \
              "Other processes on the machine used $(tr ' ' '\n' <<<"$FOREIGN" | grep . | awk '{s += $1; if ($1 > m) m = $1} END {printf "%.1f%% of the CPUs on average, %.1f%% at most", s / NR, m}') during the measurements."
         echo
         local gpeak=${peak[gateway]} npeak=${peak[nginx]} gadd
@@ -548,7 +554,7 @@ run_scenario() {
     } >>"$REPORT"
 
     stop_pid "$gw_pid"
-    stop_pid "$gw_tls_pid"
+    [[ -z $gw_tls_pid ]] || stop_pid "$gw_tls_pid"
     stop_pid "$nginx_pid"
     stop_pid "$up_pid"
     # Keep what is measured so far, should a later scenario fail.

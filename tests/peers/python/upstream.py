@@ -17,16 +17,14 @@ Usage: upstream.py --port N [--json-response] [--transport streamable-http|sse]
 
 With `--transport sse` it speaks only the legacy 2024-11-05 HTTP+SSE transport
 instead: `GET /sse` opens the stream, whose `endpoint` event names
-`/messages/?session_id=…`.
-
+`/messages/?session_id=…`. Over HTTP it prints exactly one line `READY` on
+stdout once the port accepts connections; everything else goes to stderr.
 With --tls-cert and --tls-key it serves HTTPS instead of HTTP (uvicorn's TLS,
 HTTP/1.1, no ALPN); --tls-client-ca also makes it require a client certificate
 issued by that CA, refusing the handshake otherwise.
-
-Over HTTP it prints exactly one line `READY` on stdout once the port accepts
-connections; everything else goes to stderr. With `--stdio` it speaks MCP on
-stdin and stdout instead (one JSON-RPC message per line, as a gateway's stdio
-upstream) and logs to stderr. Exits non-zero with a message on failure.
+With `--stdio` it speaks MCP on stdin and stdout instead (one JSON-RPC message
+per line, as a gateway's stdio upstream) and logs to stderr.
+Exits non-zero with a message on failure.
 """
 
 from __future__ import annotations
@@ -325,6 +323,7 @@ def main() -> int:
             or args.json_response
             or args.transport != "streamable-http"
             or args.tls_cert is not None
+            or args.tls_client_ca is not None
         ):
             parser.error("--stdio takes neither --port, --json-response, --transport nor --tls-*")
     elif args.port is None:
