@@ -5,6 +5,8 @@ use countersign_testkit::mcp::open_session;
 use countersign_testkit::{TestClient, sse_messages};
 use serde_json::{Value, json};
 
+use crate::Peer;
+
 /// A legacy (2025-11-25) session opened by hand, declaring no elicitation: a held call comes
 /// back with a confirmation token.
 #[derive(Debug)]
@@ -80,4 +82,27 @@ impl Session {
             .status()
             .as_u16()
     }
+}
+
+/// The `session` script's transcript must exercise the side channels, or comparing it proves
+/// little: the upstream's own elicitation reached the client, and every progress notification.
+pub fn assert_rich(peer: Peer, transcript: &Value) {
+    let steps = transcript["steps"].as_array().expect("steps");
+    let confirm = steps
+        .iter()
+        .find(|s| s["call"] == "confirm_delete")
+        .expect("a confirm_delete step");
+    assert_eq!(
+        confirm["elicitations"][0]["action"], "accept",
+        "{peer:?}: the upstream's own elicitation reached the client: {transcript}"
+    );
+    let count = steps
+        .iter()
+        .find(|s| s["call"] == "slow_count")
+        .expect("a slow_count step");
+    assert_eq!(
+        count["progress"].as_array().map(Vec::len),
+        Some(5),
+        "{peer:?}"
+    );
 }

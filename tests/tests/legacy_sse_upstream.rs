@@ -5,7 +5,7 @@
 //! over Streamable HTTP, and a held write must not run until approved and then run once, judged
 //! by the store's own audit log.
 
-use countersign_e2e::session::Session;
+use countersign_e2e::session::{Session, assert_rich};
 use countersign_e2e::{
     Peer, policy, run_client, start_gateway, start_python_sse_upstream, start_python_upstream,
 };
@@ -34,18 +34,6 @@ async fn direct_and_through_legacy_sse(peer: Peer) -> (Value, Value) {
     .await;
     let through = run_client(peer, &url, "session", &[]).await;
     (direct, through)
-}
-
-fn assert_rich(peer: Peer, transcript: &Value) {
-    let steps = transcript["steps"].as_array().expect("steps");
-    let confirm = steps
-        .iter()
-        .find(|s| s["call"] == "confirm_delete")
-        .expect("a confirm_delete step");
-    assert_eq!(
-        confirm["elicitations"][0]["action"], "accept",
-        "{peer:?}: the upstream's own elicitation reached the client: {transcript}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

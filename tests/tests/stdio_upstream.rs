@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use countersign_e2e::session::Session;
+use countersign_e2e::session::{Session, assert_rich};
 use countersign_e2e::{
     Peer, peers_dir, policy, python_stdio_upstream, run_client, start_gateway,
     start_gateway_with_config, start_python_upstream, tool_env,
@@ -91,27 +91,6 @@ async fn direct_and_through_stdio(peer: Peer) -> (Value, Value) {
     .await;
     let through = run_client(peer, &url, "session", &[]).await;
     (direct, through)
-}
-
-fn assert_rich(peer: Peer, transcript: &Value) {
-    let steps = transcript["steps"].as_array().expect("steps");
-    let confirm = steps
-        .iter()
-        .find(|s| s["call"] == "confirm_delete")
-        .expect("a confirm_delete step");
-    assert_eq!(
-        confirm["elicitations"][0]["action"], "accept",
-        "{peer:?}: the upstream's own elicitation reached the client: {transcript}"
-    );
-    let count = steps
-        .iter()
-        .find(|s| s["call"] == "slow_count")
-        .expect("a slow_count step");
-    assert_eq!(
-        count["progress"].as_array().map(Vec::len),
-        Some(5),
-        "{peer:?}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
