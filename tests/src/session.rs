@@ -1,7 +1,7 @@
 //! A 2025-11-25 session with the notes store, driven by hand: what the transport tests use to
 //! hold a write, approve it and read the store's own audit log.
 
-use countersign_testkit::mcp::open_session;
+use countersign_testkit::mcp::{held_token, open_session};
 use countersign_testkit::{TestClient, sse_messages};
 use serde_json::{Value, json};
 
@@ -68,6 +68,42 @@ impl Session {
     /// What the notes store executed, by its own audit log.
     pub async fn executed(&mut self) -> Value {
         self.call("audit_log", json!({})).await["result"]["structuredContent"]["entries"].clone()
+    }
+
+    /// Holds `delete_note` on the store's `readme` and approves it: nothing runs while it is
+    /// held (the store's own audit log is empty and the note is still listed), the approved call
+    /// runs once, and its replay is rejected.
+    pub async fn assert_held_delete_runs_once_approved(&mut self) {
+        let held = self.call("delete_note", json!({"name": "readme"})).await;
+        let token = held_token(&held);
+        assert_eq!(
+            self.executed().await,
+            json!([]),
+            "nothing ran while it was held"
+        );
+        let notes = self.call("list_notes", json!({})).await;
+        assert_eq!(
+            notes["result"]["structuredContent"]["names"],
+            json!(["readme"])
+        );
+
+        let approved = json!({"name": "readme", "confirmationToken": token});
+        let ran = self.call("delete_note", approved.clone()).await;
+        assert_eq!(
+            ran["result"]["structuredContent"],
+            json!({"result": "deleted note 'readme'"}),
+            "{ran}"
+        );
+        let replayed = self.call("delete_note", approved).await;
+        assert_eq!(
+            replayed["result"]["_meta"]["countersign/confirmation"]["status"], "rejected",
+            "{replayed}"
+        );
+        assert_eq!(
+            self.executed().await,
+            json!([{"tool": "delete_note", "arguments": {"name": "readme"}}]),
+            "the upstream ran it exactly once"
+        );
     }
 
     pub async fn delete(&self) -> u16 {

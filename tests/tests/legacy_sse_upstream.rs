@@ -10,8 +10,7 @@ use countersign_e2e::{
     Peer, policy, run_client, start_gateway, start_python_sse_upstream, start_python_upstream,
 };
 use countersign_testkit::TestClient;
-use countersign_testkit::mcp::held_token;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The same session script against the store over Streamable HTTP, and through the gateway in
 /// front of the store over legacy SSE (everything allowed, so only the transport differs).
@@ -61,32 +60,7 @@ async fn a_held_write_runs_on_the_legacy_sse_upstream_only_after_approval_and_on
     )
     .await;
     let mut session = Session::open(&url).await;
-
-    let held = session.call("delete_note", json!({"name": "readme"})).await;
-    let token = held_token(&held);
-    assert_eq!(
-        session.executed().await,
-        json!([]),
-        "nothing ran while held"
-    );
-
-    let approved = json!({"name": "readme", "confirmationToken": token});
-    let ran = session.call("delete_note", approved.clone()).await;
-    assert_eq!(
-        ran["result"]["structuredContent"],
-        json!({"result": "deleted note 'readme'"}),
-        "{ran}"
-    );
-    let replayed = session.call("delete_note", approved).await;
-    assert_eq!(
-        replayed["result"]["_meta"]["countersign/confirmation"]["status"], "rejected",
-        "{replayed}"
-    );
-    assert_eq!(
-        session.executed().await,
-        json!([{"tool": "delete_note", "arguments": {"name": "readme"}}]),
-        "the upstream ran it exactly once"
-    );
+    session.assert_held_delete_runs_once_approved().await;
     assert_eq!(session.delete().await, 200);
 }
 

@@ -121,37 +121,7 @@ async fn a_held_write_runs_on_the_stdio_upstream_only_after_approval_and_only_on
     // The default policy: reads pass, writes wait for a person.
     let (_gateway, url) = start_gateway(&python_stdio_upstream(), &["--audit", "off"], &[]).await;
     let mut session = Session::open(&url).await;
-
-    let held = session.call("delete_note", json!({"name": "readme"})).await;
-    let token = held_token(&held);
-    assert_eq!(
-        session.executed().await,
-        json!([]),
-        "nothing ran while it was held"
-    );
-    let notes = session.call("list_notes", json!({})).await;
-    assert_eq!(
-        notes["result"]["structuredContent"]["names"],
-        json!(["readme"])
-    );
-
-    let approved = json!({"name": "readme", "confirmationToken": token});
-    let ran = session.call("delete_note", approved.clone()).await;
-    assert_eq!(
-        ran["result"]["structuredContent"],
-        json!({"result": "deleted note 'readme'"}),
-        "{ran}"
-    );
-    let replayed = session.call("delete_note", approved).await;
-    assert_eq!(
-        replayed["result"]["_meta"]["countersign/confirmation"]["status"], "rejected",
-        "{replayed}"
-    );
-    assert_eq!(
-        session.executed().await,
-        json!([{"tool": "delete_note", "arguments": {"name": "readme"}}]),
-        "the upstream ran it exactly once"
-    );
+    session.assert_held_delete_runs_once_approved().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
