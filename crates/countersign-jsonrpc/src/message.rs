@@ -328,6 +328,18 @@ impl Payload {
         }
     }
 
+    /// The ids of its requests, in order: the answers the body is owed (notifications and
+    /// responses are owed none).
+    pub fn request_ids(&self) -> Vec<RequestId> {
+        self.messages()
+            .iter()
+            .filter_map(|message| match message {
+                Message::Request(request) => Some(request.id.clone()),
+                Message::Notification(_) | Message::Response(_) => None,
+            })
+            .collect()
+    }
+
     /// Whether the body was a JSON array.
     pub fn is_batch(&self) -> bool {
         matches!(self, Payload::Batch(_))

@@ -844,3 +844,18 @@ proptest! {
         crate::fuzzing::check_strict_json(&bytes);
     }
 }
+
+#[test]
+fn a_payload_owes_answers_to_its_requests_only_in_order() {
+    let batch = Payload::parse(
+        br#"[{"jsonrpc":"2.0","id":"b","method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":7,"result":{}},{"jsonrpc":"2.0","id":3,"method":"tools/list"}]"#,
+    )
+    .expect("a valid batch");
+    assert_eq!(
+        batch.request_ids(),
+        [RequestId::String("b".into()), RequestId::Number(3.into())]
+    );
+    let notification = Payload::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .expect("valid");
+    assert!(notification.request_ids().is_empty());
+}

@@ -84,7 +84,12 @@ impl Shared {
             &self.metrics,
             &self.streams,
             observer,
-            PendingAnswers::new(request_ids(cleared.payload())),
+            PendingAnswers::new(
+                cleared
+                    .payload()
+                    .map(Payload::request_ids)
+                    .unwrap_or_default(),
+            ),
         )
         .await;
         match relayed {
@@ -115,18 +120,5 @@ fn labels(method: &Method, payload: Option<&Payload>) -> (&'static str, Option<R
         Some(Payload::Batch(_)) => ("batch", None),
         None if method == Method::GET => ("GET", None),
         None => ("DELETE", None),
-    }
-}
-
-/// The ids of the requests in the forwarded message: the answers its stream owes the client.
-fn request_ids(payload: Option<&Payload>) -> Vec<RequestId> {
-    let request_id = |message: &Message| match message {
-        Message::Request(request) => Some(request.id.clone()),
-        _ => None,
-    };
-    match payload {
-        Some(Payload::Single(message)) => request_id(message).into_iter().collect(),
-        Some(Payload::Batch(messages)) => messages.iter().filter_map(request_id).collect(),
-        None => Vec::new(),
     }
 }

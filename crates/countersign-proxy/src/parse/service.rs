@@ -4,7 +4,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use countersign_jsonrpc::message::Message;
 use http::{HeaderMap, Method, Request, Response, header};
 use http_body::Body;
 use http_body_util::BodyExt;
@@ -121,16 +120,7 @@ where
 
 /// The ids of the requests in `inspected`, for [`WantRequestIds`].
 fn request_ids(inspected: &super::InspectedPost) -> RequestIds {
-    let ids = inspected
-        .payload
-        .messages()
-        .iter()
-        .filter_map(|message| match message {
-            Message::Request(request) => Some(request.id.clone()),
-            Message::Notification(_) | Message::Response(_) => None,
-        })
-        .collect();
-    RequestIds(ids)
+    RequestIds(inspected.payload.request_ids())
 }
 
 /// Why a body read stopped.
