@@ -82,7 +82,8 @@ taskset -c 0 "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 wait_port "$UP"
 taskset -c 0 env -u RUST_LOG TOKIO_WORKER_THREADS=1 "$ROOT/target/release/countersign" serve \
-    --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GW" --admin off 2>"$WORK/gateway.log" &
+    --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GW" --admin off --policy "$BENCH/policy.yaml" \
+    >/dev/null 2>"$WORK/gateway.log" &
 GW_PID=$!
 PIDS+=("$GW_PID")
 wait_port "$GW"

@@ -37,6 +37,9 @@ pub use config::{AuditTarget, Config, KeyringSource, Overrides, RawConfig};
 
 use admin::Readiness;
 
+/// How long a stopping gateway waits for its audit writer to catch up.
+const AUDIT_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A gateway whose listeners are bound and serving.
 #[derive(Debug)]
 pub struct RunningGateway {
@@ -82,6 +85,7 @@ impl RunningGateway {
             gateway.routes.clone(),
         );
         let routes = gateway.routes.clone();
+        let audit = gateway.approval.audit.clone();
         let service = gateway_service(&config.proxy, gateway);
 
         let admin_task = admin_listener
@@ -117,6 +121,16 @@ impl RunningGateway {
             }
             if let Some(task) = reloader {
                 task.abort();
+            }
+            // The audit writer batches lines for a few milliseconds; the last ones must be written
+            // before the process exits.
+            let flushed = tokio::task::spawn_blocking(move || audit.flush(AUDIT_FLUSH_TIMEOUT))
+                .await
+                .unwrap_or(false);
+            if !flushed {
+                warn!(
+                    "the audit trail could not be written out before stopping; its last records may be lost"
+                );
             }
             result
         });

@@ -8,6 +8,7 @@ mod future;
 mod layer;
 mod service;
 mod sink;
+mod writer;
 
 pub use future::ResponseFuture;
 pub use layer::AuditLayer;

@@ -5,19 +5,21 @@
 //! the arguments hash already ties a record to the exact call.
 
 use std::io::Write;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use countersign_jsonrpc::RawJson;
 use serde::Serialize;
 use tracing::warn;
 
-/// Where audit lines go. Records are serialized on the request path and written by a
-/// dedicated thread, so a slow disk or pipe costs a request no system call; the thread flushes
-/// whenever it has caught up.
+use super::writer::Lines;
+
+/// Where audit lines go. Records are serialized on the request path into a shared buffer that a
+/// dedicated thread writes in batches (`writer.rs`), so a slow disk or pipe costs a request no
+/// system call, and a busy gateway one write per batch rather than one per record.
 #[derive(Clone)]
 pub struct AuditSink {
-    lines: Option<SyncSender<Vec<u8>>>,
+    lines: Option<Arc<Lines>>,
     include_arguments: bool,
 }
 
@@ -30,20 +32,12 @@ impl std::fmt::Debug for AuditSink {
     }
 }
 
-/// Lines buffered between requests and the writer thread; when full, requests wait rather than
-/// drop audit records.
-const BACKLOG: usize = 16 * 1024;
-
 impl AuditSink {
     /// Writes each record as one line to `writer`.
     pub fn new(writer: Box<dyn Write + Send>, include_arguments: bool) -> Self {
-        let (lines, receiver) = sync_channel::<Vec<u8>>(BACKLOG);
-        let spawned = std::thread::Builder::new()
-            .name("countersign-audit".into())
-            .spawn(move || write_lines(writer, receiver));
-        match spawned {
-            Ok(_) => Self {
-                lines: Some(lines),
+        match Lines::start(writer) {
+            Ok(lines) => Self {
+                lines: Some(Arc::new(lines)),
                 include_arguments,
             },
             Err(error) => {
@@ -72,32 +66,18 @@ impl AuditSink {
 
     pub fn record(&self, record: &AuditRecord<'_>) {
         let Some(lines) = &self.lines else { return };
-        let mut line = match serde_json::to_vec(record) {
-            Ok(line) => line,
-            Err(error) => {
-                warn!(%error, "audit record could not be serialized");
-                return;
-            }
-        };
-        line.push(b'\n');
-        if lines.send(line).is_err() {
-            warn!("the audit writer stopped; audit record lost");
+        let appended = lines
+            .append(|buffer| serde_json::to_writer(buffer, record).map_err(std::io::Error::other));
+        if let Err(error) = appended {
+            warn!(%error, "audit record could not be serialized");
         }
     }
-}
 
-fn write_lines(mut writer: Box<dyn Write + Send>, lines: Receiver<Vec<u8>>) {
-    while let Ok(line) = lines.recv() {
-        let mut result = writer.write_all(&line);
-        // Write whatever else is already waiting, then flush once.
-        while let (Ok(()), Ok(line)) = (&result, lines.try_recv()) {
-            result = writer.write_all(&line);
-        }
-        if let Err(error) = result.and_then(|()| writer.flush()) {
-            warn!(%error, "audit record could not be written");
-        }
+    /// Waits until every record made so far is written, at most `timeout`: for a gateway that
+    /// stops. False if the writer did not catch up in time.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        self.lines.as_ref().is_none_or(|lines| lines.flush(timeout))
     }
-    let _ = writer.flush();
 }
 
 /// One audit line. `event` is `decision` (what the gateway decided) or `outcome` (what happened).
