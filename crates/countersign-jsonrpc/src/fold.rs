@@ -8,6 +8,9 @@ use std::hash::{BuildHasher, RandomState};
 
 use crate::raw::RawJson;
 
+#[cfg(test)]
+mod tests;
+
 /// The fold used to detect keys that differ only in ways a lenient decoder ignores.
 ///
 /// Removes NUL characters (GHSA-q382-vc8q-7jhj: `name\u0000` matched `name`) and maps every

@@ -19,6 +19,8 @@ use serde_json::Value;
 
 use crate::strict::{self, ParseError, ParseLimits};
 
+#[cfg(test)]
+mod key_tests;
 mod scan;
 #[cfg(test)]
 mod tests;
