@@ -87,3 +87,30 @@ fn editing_by_key_finds_escaped_keys_and_keeps_their_spelling() {
     );
     assert_eq!(object.without_member(r"n\u0061me"), object);
 }
+
+#[test]
+fn get_many_answers_each_key_as_get_does() {
+    let object = raw(r#"{"name":"t", "\u0061rguments":{"a":1}, "_meta":{"name":2}, "n\u0000":3}"#);
+    let keys = [
+        "_meta",
+        "name",
+        "missing",
+        "arguments",
+        "n\u{0}",
+        "name",
+        "\\u0061rguments",
+    ];
+    let found = object.get_many(keys);
+    for (key, value) in keys.iter().zip(&found) {
+        assert_eq!(value, &object.get(key), "{key:?}");
+    }
+    assert_eq!(found[1].as_ref().map(RawJson::as_text), Some(r#""t""#));
+    assert_eq!(found[5], found[1], "a key asked for twice is found twice");
+    assert_eq!(found[2], None);
+    assert_eq!(
+        raw("[1]").get_many(["a", "b"]),
+        [None, None],
+        "not an object"
+    );
+    assert_eq!(object.get_many([]), []);
+}

@@ -68,8 +68,11 @@ impl CallParts {
         } else {
             "name"
         };
-        let target = params
-            .and_then(|p| p.get(target_key))
+        // One walk over the params for the three members read here.
+        let [target, arguments, meta] = params
+            .map(|p| p.get_many([target_key, "arguments", "_meta"]))
+            .unwrap_or_default();
+        let target = target
             .and_then(|t| t.as_str().map(|t| t.into_owned()))
             .ok_or_else(|| {
                 ProxyError::InvalidParams(format!(
@@ -77,7 +80,7 @@ impl CallParts {
                     method.as_str()
                 ))
             })?;
-        let arguments = match params.and_then(|p| p.get("arguments")) {
+        let arguments = match arguments {
             None => RawJson::null(),
             Some(args) if matches!(args.kind(), Kind::Null | Kind::Object) => args,
             Some(_) => {
@@ -86,7 +89,6 @@ impl CallParts {
                 ));
             }
         };
-        let meta = params.and_then(|p| p.get("_meta"));
         let meta_token = match meta.and_then(|m| m.get(TOKEN_META)) {
             None => None,
             Some(token) => Some(
