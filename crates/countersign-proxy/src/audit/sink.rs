@@ -83,7 +83,7 @@ impl AuditSink {
 /// One audit line. `event` is `decision` (what the gateway decided) or `outcome` (what happened).
 #[derive(Debug, Serialize)]
 pub struct AuditRecord<'a> {
-    pub ts: String,
+    pub ts: Timestamp,
     pub event: &'static str,
     pub principal: &'a str,
     pub upstream: &'a str,
@@ -112,17 +112,66 @@ pub struct AuditRecord<'a> {
     pub arguments: Option<&'a RawJson>,
 }
 
-/// RFC 3339 UTC timestamp with milliseconds, without pulling in a date crate.
-pub fn timestamp(now: SystemTime) -> String {
+/// An RFC 3339 UTC timestamp with milliseconds, `2026-11-30T12:21:36.789Z`: written into a
+/// fixed buffer, since every call's audit lines carry one (`format!` was a few thousand
+/// instructions of each request).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Timestamp([u8; 24]);
+
+impl Timestamp {
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits and separators are ever written.
+        std::str::from_utf8(&self.0).unwrap_or("0000-00-00T00:00:00.000Z")
+    }
+}
+
+impl std::fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Timestamp {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// The audit timestamp of `now`, without pulling in a date crate. Years past 9999 are written as
+/// 9999 (four digits is what RFC 3339 allows).
+pub fn timestamp(now: SystemTime) -> Timestamp {
     let since = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
     let secs = since.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (hour, minute, second) = (rem / 3600, rem % 3600 / 60, rem % 60);
     let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{:03}Z",
-        since.subsec_millis()
-    )
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, value: u64| {
+        let mut value = value;
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    };
+    put(0, 4, year.clamp(0, 9999) as u64);
+    put(5, 2, u64::from(month));
+    put(8, 2, u64::from(day));
+    put(11, 2, rem / 3600);
+    put(14, 2, rem % 3600 / 60);
+    put(17, 2, rem % 60);
+    put(20, 3, u64::from(since.subsec_millis()));
+    Timestamp(out)
 }
 
 /// Days since 1970-01-01 to (year, month, day) — Howard Hinnant's civil-from-days algorithm.
@@ -152,6 +201,28 @@ mod tests {
         assert_eq!(timestamp(t), "2026-11-30T12:21:36.789Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(timestamp(leap), "2000-02-29T00:00:00.000Z");
+        let last = UNIX_EPOCH + Duration::from_millis(1_798_761_599_999);
+        assert_eq!(timestamp(last), "2026-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn timestamps_match_the_formatted_fields_across_centuries() {
+        // Every 7 777 777 s (about 90 days, each time of day in turn) from 1970 to 2200.
+        let mut secs = 0u64;
+        while secs < 7_258_118_400 {
+            let t = UNIX_EPOCH + Duration::from_millis(secs * 1000 + secs % 1000);
+            let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+            let rem = secs % 86_400;
+            let expected = format!(
+                "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+                rem / 3600,
+                rem % 3600 / 60,
+                rem % 60,
+                secs % 1000
+            );
+            assert_eq!(timestamp(t).as_str(), expected);
+            secs += 7_777_777;
+        }
     }
 
     use std::sync::{Arc, Mutex};

@@ -1,4 +1,6 @@
-//! The pooled HTTP client for `http://` and `https://` upstreams.
+//! The pooled HTTP client for `http://` and `https://` upstreams: plain upstreams through this
+//! gateway's own HTTP/1.1 pool (`http1_pool.rs`), TLS ones through hyper-util's client, which
+//! speaks HTTP/2 or HTTP/1.1 as ALPN decides.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use tower::Service;
 
 use super::failure::ClientCertState;
 use super::failure::ConnectFailure;
+use super::http1_pool::{Http1Pool, Lent};
 use super::tls::ClientCertRequests;
 use crate::body::BoxError;
 use crate::config::Upstream;
@@ -32,11 +35,9 @@ pub struct HttpClient {
 /// start-up probe.
 #[derive(Debug, Clone)]
 enum Pooled {
-    Plain {
-        client: Client<HttpConnector, Full<Bytes>>,
-        connector: HttpConnector,
-    },
-    Tls(TlsPooled),
+    Plain(Http1Pool),
+    // Boxed: the plain variant is one pointer, and this one is read once per TLS request.
+    Tls(Box<TlsPooled>),
 }
 
 #[derive(Debug, Clone)]
@@ -48,10 +49,10 @@ struct TlsPooled {
 
 impl HttpClient {
     pub fn new(upstream: &Upstream) -> Self {
-        let mut tcp = HttpConnector::new();
-        tcp.set_nodelay(true);
-        tcp.set_connect_timeout(Some(upstream.connect_timeout));
         let client = if upstream.scheme == Scheme::HTTPS {
+            let mut tcp = HttpConnector::new();
+            tcp.set_nodelay(true);
+            tcp.set_connect_timeout(Some(upstream.connect_timeout));
             // The TLS connector hands the TCP connector `https://` URIs.
             tcp.enforce_http(false);
             let mut config = upstream.tls.client_config();
@@ -72,17 +73,13 @@ impl HttpClient {
             // hyper, which adds it from the URI on HTTP/1.1 connections only.
             let mut builder = builder();
             builder.set_host(true);
-            Pooled::Tls(TlsPooled {
+            Pooled::Tls(Box::new(TlsPooled {
                 client: builder.build(connector.clone()),
                 connector,
                 cert_requests,
-            })
+            }))
         } else {
-            tcp.enforce_http(true);
-            Pooled::Plain {
-                client: builder().build(tcp.clone()),
-                connector: tcp,
-            }
+            Pooled::Plain(Http1Pool::new(upstream))
         };
         Self { client }
     }
@@ -91,10 +88,7 @@ impl HttpClient {
     /// `https://`), and closes it: the upstream is reached without being sent anything.
     pub async fn connect(&self, uri: Uri) -> Result<(), BoxError> {
         match &self.client {
-            Pooled::Plain { connector, .. } => {
-                let mut connector = connector.clone();
-                connector.call(uri).await.map(drop).map_err(Into::into)
-            }
+            Pooled::Plain(pool) => pool.connect_only().await,
             Pooled::Tls(tls) => {
                 let mut connector = tls.connector.clone();
                 connector.call(uri).await.map(drop).map_err(|error| {
@@ -104,23 +98,27 @@ impl HttpClient {
         }
     }
 
-    /// Sends `request`; resolves once the response headers arrived.
+    /// Sends `request`; resolves once the response headers arrived, with the connection a
+    /// plain upstream's response holds until its body has ended.
     pub async fn send(
         &self,
         request: Request<Full<Bytes>>,
-    ) -> Result<Response<Incoming>, ConnectFailure> {
+    ) -> Result<(Response<Incoming>, Option<Lent>), ConnectFailure> {
         match &self.client {
-            Pooled::Plain { client, .. } => {
-                client.request(request).await.map_err(ConnectFailure::plain)
+            Pooled::Plain(pool) => {
+                let (response, lent) = pool.send(request).await.map_err(ConnectFailure::plain)?;
+                Ok((response, Some(lent)))
             }
             Pooled::Tls(tls) => {
                 let mut request = request;
                 // The URI's authority is the upstream's (see `new`), so nothing is lost.
                 request.headers_mut().remove(header::HOST);
-                tls.client
+                let response = tls
+                    .client
                     .request(request)
                     .await
-                    .map_err(|error| ConnectFailure::tls(error, tls.client_cert()))
+                    .map_err(|error| ConnectFailure::tls(error, tls.client_cert()))?;
+                Ok((response, None))
             }
         }
     }
@@ -135,8 +133,8 @@ impl TlsPooled {
     }
 }
 
-/// The pool settings of every upstream, HTTP/1.1 or HTTP/2. The gateway sets Host itself, to
-/// the upstream authority, on plain upstreams.
+/// The pool settings of `https://` upstreams, HTTP/1.1 or HTTP/2 (plain ones have their own
+/// pool, `http1_pool.rs`).
 fn builder() -> Builder {
     let mut builder = Client::builder(TokioExecutor::new());
     builder

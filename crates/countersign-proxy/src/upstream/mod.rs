@@ -14,6 +14,7 @@ pub mod bridge;
 mod call;
 mod failure;
 mod health;
+mod http1_pool;
 mod http_client;
 mod legacy_sse;
 mod local;
@@ -138,9 +139,9 @@ impl UpstreamClient {
                         })
                     });
                 match sent {
-                    Ok(response) => {
+                    Ok((response, connection)) => {
                         health.reached();
-                        Ok(response.map(UpstreamBody::http))
+                        Ok(response.map(|body| UpstreamBody::http(body, connection)))
                     }
                     Err(error) => {
                         health.failed(&error);

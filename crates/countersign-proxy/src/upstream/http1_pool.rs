@@ -1,0 +1,225 @@
+//! The connection pool of plain `http://` upstreams: HTTP/1.1 connections of hyper's
+//! `client::conn`, each held by the request that uses it until its response body has ended, then
+//! handed back.
+//!
+//! hyper-util's pooled client did more per request than this gateway needs: a pool lookup keyed
+//! by scheme and authority, hashed with SipHash, under a lock; a connector call; a timer of its
+//! own; and, whenever a connection was not ready again the moment its response head arrived, a
+//! spawned task to wait for it. Here the pool knows its one upstream, and a connection goes back
+//! when the body that used it ends, which is when HTTP/1.1 can send on it again.
+//!
+//! A connection that was idle can have been closed by the upstream just as a request is sent.
+//! hyper hands back a request it never wrote, and that request is sent again on another
+//! connection; one that was written is never resent, since a `tools/call` is not idempotent.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, Uri};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::body::BoxError;
+use crate::config::Upstream;
+
+/// Idle connections kept; beyond this, a connection whose response ended is closed.
+const MAX_IDLE: usize = 256;
+
+/// An idle connection older than this is closed rather than used: a middlebox may have dropped
+/// it silently, and a request sent on it would wait out the response timeout.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The pool of one plain upstream.
+#[derive(Debug, Clone)]
+pub(super) struct Http1Pool {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// `host:port`, what a connection is opened to.
+    address: String,
+    connect_timeout: Duration,
+    /// Most recently used last: the next request takes the warmest connection.
+    idle: Mutex<Vec<Idle>>,
+}
+
+#[derive(Debug)]
+struct Idle {
+    sender: SendRequest<Full<Bytes>>,
+    since: Instant,
+}
+
+/// A connection lent to one response; it goes back to the pool once that response's body has
+/// ended ([`Lent::give_back`]), and is closed if the body is dropped before that.
+#[derive(Debug)]
+pub struct Lent {
+    pool: Arc<Shared>,
+    sender: SendRequest<Full<Bytes>>,
+}
+
+impl Lent {
+    /// The response body ended: the connection can carry the next request.
+    pub fn give_back(self) {
+        let Lent { pool, sender } = self;
+        if sender.is_closed() {
+            return;
+        }
+        let now = now();
+        let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+        expire(&mut idle, now);
+        if idle.len() < MAX_IDLE {
+            idle.push(Idle { sender, since: now });
+        }
+    }
+}
+
+/// A connection could not be opened: the text says to where, the source says why.
+#[derive(Debug, thiserror::Error)]
+#[error("tcp connect error to {address}")]
+struct ConnectError {
+    address: String,
+    #[source]
+    source: std::io::Error,
+}
+
+impl Http1Pool {
+    pub(super) fn new(upstream: &Upstream) -> Self {
+        let url = &upstream.url;
+        let host = url.host().unwrap_or_default();
+        let port = url.port_u16().unwrap_or(80);
+        // `Uri::host` keeps an IPv6 literal's brackets, which is what `host:port` needs.
+        let address = format!("{host}:{port}");
+        Self {
+            shared: Arc::new(Shared {
+                address,
+                connect_timeout: upstream.connect_timeout,
+                idle: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Opens one TCP connection and closes it: the probe's check, which sends nothing.
+    pub(super) async fn connect_only(&self) -> Result<(), BoxError> {
+        self.shared.open_stream().await.map(drop)
+    }
+
+    /// Sends `request` to this pool's upstream (the URI's scheme and authority are the
+    /// caller's to check: only its path and query are sent) on an idle connection or a new one;
+    /// resolves with the response head and the connection it is lent.
+    pub(super) async fn send(
+        &self,
+        mut request: Request<Full<Bytes>>,
+    ) -> Result<(Response<Incoming>, Lent), BoxError> {
+        // HTTP/1.1 to an origin server takes the origin form, `/path?query`.
+        let target = request
+            .uri()
+            .path_and_query()
+            .map_or_else(|| Uri::from_static("/"), |target| Uri::from(target.clone()));
+        *request.uri_mut() = target;
+        loop {
+            let (mut sender, reused) = match self.checkout() {
+                Some(sender) => (sender, true),
+                None => (self.shared.connect().await?, false),
+            };
+            if let Err(error) = sender.ready().await {
+                if reused {
+                    continue;
+                }
+                return Err(error.into());
+            }
+            match sender.try_send_request(request).await {
+                Ok(response) => {
+                    let lent = Lent {
+                        pool: self.shared.clone(),
+                        sender,
+                    };
+                    return Ok((response, lent));
+                }
+                Err(mut failed) => match failed.take_message() {
+                    // Never written: the connection closed under it. Another one may do.
+                    Some(unsent) if reused => request = unsent,
+                    _ => return Err(failed.into_error().into()),
+                },
+            }
+        }
+    }
+
+    /// The most recently used idle connection that is still open and not too old.
+    fn checkout(&self) -> Option<SendRequest<Full<Bytes>>> {
+        let now = now();
+        let mut idle = self.shared.idle.lock().unwrap_or_else(|p| p.into_inner());
+        expire(&mut idle, now);
+        while let Some(Idle { sender, .. }) = idle.pop() {
+            if !sender.is_closed() {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    #[cfg(test)]
+    fn idle_count(&self) -> usize {
+        self.shared.idle.lock().unwrap().len()
+    }
+}
+
+impl Shared {
+    async fn open_stream(&self) -> Result<TcpStream, BoxError> {
+        let opened = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&self.address))
+            .await
+            .unwrap_or_else(|_| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no connection within {:?}", self.connect_timeout),
+                ))
+            });
+        let stream = opened.map_err(|source| ConnectError {
+            address: self.address.clone(),
+            source,
+        })?;
+        // Requests and answers are small and latency-bound.
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, BoxError> {
+        let stream = self.open_stream().await?;
+        let (sender, connection) = http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await?;
+        // The connection's I/O runs in its own task, as hyper requires; it ends when the pool
+        // drops the sender or the upstream closes the connection.
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "upstream connection ended with an error");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+/// Drops the idle connections older than [`IDLE_TIMEOUT`]: the front of the list, which holds
+/// the least recently used.
+fn expire(idle: &mut Vec<Idle>, now: Instant) {
+    let fresh = idle
+        .iter()
+        .position(|entry| now.saturating_duration_since(entry.since) < IDLE_TIMEOUT)
+        .unwrap_or(idle.len());
+    idle.drain(..fresh);
+}
+
+// Pool bookkeeping, not request timing: tokio's clock, so paused-time tests move it too.
+#[allow(clippy::disallowed_methods)]
+fn now() -> Instant {
+    Instant::now()
+}
+
+#[cfg(test)]
+#[path = "http1_pool_tests.rs"]
+mod tests;

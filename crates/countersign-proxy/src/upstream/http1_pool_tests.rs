@@ -1,0 +1,186 @@
+//! The plain-upstream pool against a real TCP server that counts its connections.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use http_body_util::BodyExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::upstream::UpstreamBody;
+
+/// A server that answers every request on a connection with `answer`, and counts connections
+/// and requests. `close_after` ends each connection after that many answers.
+struct Server {
+    url: String,
+    connections: Arc<AtomicUsize>,
+    requests: Arc<AtomicUsize>,
+    targets: Arc<Mutex<Vec<String>>>,
+}
+
+async fn server(close_after: Option<usize>) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp?x=1", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(AtomicUsize::new(0));
+    let targets = Arc::new(Mutex::new(Vec::new()));
+    let (c, r, t) = (connections.clone(), requests.clone(), targets.clone());
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            c.fetch_add(1, Ordering::SeqCst);
+            let (r, t) = (r.clone(), t.clone());
+            tokio::spawn(async move {
+                let mut answered = 0;
+                let mut buffer = Vec::new();
+                loop {
+                    let mut chunk = [0u8; 4096];
+                    let Ok(n) = stream.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buffer.extend_from_slice(&chunk[..n]);
+                    // Requests here are a head and a 2-byte body.
+                    while let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                        if buffer.len() < end + 4 + 2 {
+                            break;
+                        }
+                        let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
+                        t.lock()
+                            .unwrap()
+                            .push(head.lines().next().unwrap_or("").to_owned());
+                        buffer.drain(..end + 4 + 2);
+                        r.fetch_add(1, Ordering::SeqCst);
+                        answered += 1;
+                        let close = close_after.is_some_and(|max| answered >= max);
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n{}\r\nok",
+                            if close { "connection: close\r\n" } else { "" }
+                        );
+                        if stream.write_all(answer.as_bytes()).await.is_err() || close {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Server {
+        url,
+        connections,
+        requests,
+        targets,
+    }
+}
+
+fn pool_for(url: &str) -> Http1Pool {
+    Http1Pool::new(&crate::testing::route(url).upstream)
+}
+
+fn request() -> Request<Full<Bytes>> {
+    Request::post("http://127.0.0.1/mcp?x=1")
+        .header(http::header::HOST, "127.0.0.1")
+        .header(http::header::CONTENT_LENGTH, "2")
+        .body(Full::new(Bytes::from_static(b"{}")))
+        .unwrap()
+}
+
+async fn read_all(pool: &Http1Pool) -> Bytes {
+    let (response, lent) = pool.send(request()).await.unwrap();
+    let body = UpstreamBody::http(response.into_body(), Some(lent));
+    body.collect().await.unwrap().to_bytes()
+}
+
+#[tokio::test]
+async fn sequential_requests_share_one_connection_and_send_the_origin_form() {
+    let server = server(None).await;
+    let pool = pool_for(&server.url);
+    for _ in 0..5 {
+        assert_eq!(read_all(&pool).await, "ok");
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 5);
+    assert_eq!(server.connections.load(Ordering::SeqCst), 1);
+    assert!(
+        server
+            .targets
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|line| line == "POST /mcp?x=1 HTTP/1.1"),
+        "{:?}",
+        server.targets.lock().unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_response_still_being_read_keeps_its_connection_from_others() {
+    let server = server(None).await;
+    let pool = pool_for(&server.url);
+    let (first, lent) = pool.send(request()).await.unwrap();
+    // The first body is not read yet: the second request needs a connection of its own.
+    assert_eq!(read_all(&pool).await, "ok");
+    assert_eq!(server.connections.load(Ordering::SeqCst), 2);
+    let body = UpstreamBody::http(first.into_body(), Some(lent));
+    assert_eq!(body.collect().await.unwrap().to_bytes(), "ok");
+    assert_eq!(pool.idle_count(), 2);
+}
+
+#[tokio::test]
+async fn a_body_dropped_before_its_end_closes_its_connection() {
+    let server = server(None).await;
+    let pool = pool_for(&server.url);
+    let (response, lent) = pool.send(request()).await.unwrap();
+    drop(UpstreamBody::http(response.into_body(), Some(lent)));
+    assert_eq!(pool.idle_count(), 0);
+    assert_eq!(read_all(&pool).await, "ok");
+    assert_eq!(server.connections.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_connection_the_upstream_closes_is_replaced() {
+    // Every connection carries one answer and `connection: close`.
+    let server = server(Some(1)).await;
+    let pool = pool_for(&server.url);
+    for _ in 0..3 {
+        assert_eq!(read_all(&pool).await, "ok");
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 3);
+    assert_eq!(server.connections.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_connect_error_naming_the_address() {
+    let url = crate::testing::unreachable_url();
+    let address = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let pool = pool_for(&url);
+    let error = pool.send(request()).await.unwrap_err();
+    let chain = crate::upstream::ConnectFailure::plain(error).to_string();
+    assert!(
+        chain.contains(&format!("tcp connect error to {address}")),
+        "{chain}"
+    );
+    assert!(pool.connect_only().await.is_err());
+}
+
+#[test]
+fn the_address_keeps_ipv6_brackets_and_defaults_the_port() {
+    let pool = pool_for("http://[::1]:8080/mcp");
+    assert_eq!(pool.shared.address, "[::1]:8080");
+    let pool = pool_for("http://store.internal/mcp");
+    assert_eq!(pool.shared.address, "store.internal:80");
+}
+
+#[tokio::test(start_paused = true)]
+async fn connections_idle_past_the_timeout_are_not_reused() {
+    let server = server(None).await;
+    let pool = pool_for(&server.url);
+    assert_eq!(read_all(&pool).await, "ok");
+    tokio::time::advance(IDLE_TIMEOUT + Duration::from_secs(1)).await;
+    assert_eq!(read_all(&pool).await, "ok");
+    assert_eq!(server.connections.load(Ordering::SeqCst), 2);
+}
