@@ -132,8 +132,11 @@ impl ResponseEdits {
         wrap: &StateWrap,
         body: &[u8],
     ) -> Option<Vec<u8>> {
-        // Most approved calls simply complete: look at `resultType` in the raw result before
-        // building a tree of it (the tree was most of a redeemed call's response handling).
+        // Most approved calls simply complete: skip parsing their answers.
+        if !may_ask_for_input(body) {
+            return None;
+        }
+        // Look at `resultType` in the raw result before building a tree of it.
         let raw = upstream_raw_result(body, id)?;
         let kind = raw.get("resultType")?;
         if kind.as_str().as_deref() != Some("input_required") {
@@ -215,6 +218,14 @@ impl MessageObserver for EditObserver {
 /// upstream and are bounded by its response limit.
 fn upstream_result(body: &[u8], id: &RequestId) -> Option<Value> {
     upstream_raw_result(body, id).map(|result| result.to_value())
+}
+
+/// Whether `body` can hold `"resultType": "input_required"`: it spells `input_required` plainly
+/// or has a `\u` escape (the only way JSON spells a letter differently). Exact for every body
+/// that says no, so only the answers that may ask are parsed.
+fn may_ask_for_input(body: &[u8]) -> bool {
+    let contains = |needle: &[u8]| body.windows(needle.len()).any(|window| window == needle);
+    contains(b"input_required") || contains(b"\\u")
 }
 
 /// The result of `body`, as slices of it, when `body` is the successful response to `id`.
@@ -409,5 +420,24 @@ mod tests {
                 .expect("utf-8")
                 .contains("countersign")
         );
+    }
+}
+
+#[cfg(test)]
+mod input_filter_tests {
+    use super::may_ask_for_input;
+
+    #[test]
+    fn only_answers_that_can_spell_input_required_are_parsed() {
+        assert!(may_ask_for_input(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required"}}"#
+        ));
+        // Escaped, it is still input_required once parsed: the filter must let it through.
+        assert!(may_ask_for_input(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"\u0069nput_required"}}"#
+        ));
+        assert!(!may_ask_for_input(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"done"}]}}"#
+        ));
     }
 }

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Instructions the gateway executes per request, counted by callgrind: repeatable whatever else the
+# machine is doing, so a change to the hot path can be judged on a shared box where throughput
+# moves by 2x from run to run. Counts user space only (the kernel's share is not in them) and all
+# of the gateway's threads.
+#
+#   bash bench/instructions.sh            # read, held and redeem paths; prints a table
+#
+# Setup as bench/run.sh: nginx answering every POST with bench/upstream_response.json, the gateway
+# (release build, one tokio worker) with bench/policy.yaml in front of it, and a local
+# redis-server as the replay store. Each path is warmed up, the counters are zeroed, then wrk
+# sends it for a fixed time and the counters are dumped; instructions / requests answered is the
+# figure. valgrind slows the gateway ~50x, so few requests are needed.
+# Knobs: BENCH_SKIP_BUILD=1, BENCH_GATEWAY_BIN (the binary to count), INSTR_SECONDS (10).
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH=$ROOT/bench
+SECONDS_PER_PATH=${INSTR_SECONDS:-10}
+
+log() { printf '[instructions] %s\n' "$*" >&2; }
+die() { printf '[instructions] error: %s\n' "$*" >&2; exit 1; }
+
+missing=()
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+command -v wrk >/dev/null || missing+=(wrk)
+command -v valgrind >/dev/null || missing+=(valgrind)
+command -v redis-server >/dev/null || missing+=(redis-server)
+if ((${#missing[@]})); then
+    log "installing ${missing[*]}"
+    SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
+    (cd "$ROOT" && cargo build --release --bin countersign --quiet)
+fi
+GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/release/countersign}
+[[ -x $GATEWAY_BIN ]] || die "no gateway binary at $GATEWAY_BIN"
+
+WORK=$(mktemp -d /tmp/countersign-instructions.XXXXXX)
+chmod 755 "$WORK"
+PIDS=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port() { local p; while :; do p=$((10000 + RANDOM % 22000)); ss -Htan "( sport = :$p )" | grep -q . || { echo "$p"; return; }; done; }
+wait_port() { local _; for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.2; done; die "nothing on port $1"; }
+
+UP=$(port); GW=$(port); REDIS=$(port)
+BODY=$(cat "$BENCH/upstream_response.json")
+BODY=${BODY//\\/\\\\}
+BODY=${BODY//\'/\\\'}
+mkdir -p "$WORK/tmp"
+cat >"$WORK/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    keepalive_requests 10000000;
+    client_body_temp_path $WORK/tmp/body;
+    proxy_temp_path $WORK/tmp/proxy;
+    fastcgi_temp_path $WORK/tmp/fastcgi;
+    uwsgi_temp_path $WORK/tmp/uwsgi;
+    scgi_temp_path $WORK/tmp/scgi;
+    server {
+        listen 127.0.0.1:$UP;
+        location = /mcp { default_type application/json; return 200 '$BODY'; }
+    }
+}
+EOF
+"$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
+PIDS+=($!)
+redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonly no >/dev/null &
+PIDS+=($!)
+wait_port "$UP"
+wait_port "$REDIS"
+
+env TOKIO_WORKER_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out" \
+    "$GATEWAY_BIN" serve --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GW" --admin off \
+    --policy "$BENCH/policy.yaml" --redis "redis://127.0.0.1:$REDIS" >/dev/null 2>"$WORK/valgrind.log" &
+GW_PID=$!
+PIDS+=("$GW_PID")
+wait_port "$GW"
+URL=http://127.0.0.1:$GW/mcp
+
+# count NAME SCRIPT [ARGS...]: instructions per answered request of SECONDS_PER_PATH of SCRIPT.
+declare -A per_request
+count() {
+    local name=$1 script=$2 out requests total
+    shift 2
+    callgrind_control -z "$GW_PID" >/dev/null
+    out=$(wrk -t1 -c8 -d"${SECONDS_PER_PATH}s" -s "$script" "$URL" "$@")
+    callgrind_control -d "$name" "$GW_PID" >/dev/null
+    requests=$(awk '/requests in/ {print $1}' <<<"$out")
+    if [[ $name == redeem ]] && ! grep -q 'replays 0, not forwarded 0' <<<"$out"; then
+        die "some redemptions were not forwarded exactly once: $out"
+    fi
+    total=$(callgrind_annotate "$(ls -t "$WORK"/callgrind.out.* | head -1)" 2>/dev/null \
+        | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+    per_request[$name]=$(awk -v t="$total" -v n="$requests" 'BEGIN {printf "%d", t / n}')
+    log "$name: $requests requests, ${per_request[$name]} instructions each"
+}
+
+log "warming up"
+wrk -t1 -c8 -d3s -s "$BENCH/tools_call.lua" "$URL" >/dev/null
+wrk -t1 -c8 -d3s -s "$BENCH/held_call.lua" "$URL" >/dev/null
+count read "$BENCH/tools_call.lua"
+# Minting is the held path: distinct calls, each held with a new token.
+count held "$BENCH/mint.lua" -- "$WORK/minted"
+count redeem "$BENCH/redeem_once.lua" -- "$WORK/minted"
+
+echo
+echo "| path | instructions per request |"
+echo "|---|---:|"
+for name in read held redeem; do
+    printf '| %s | %s |\n' "$name" "${per_request[$name]}"
+done
