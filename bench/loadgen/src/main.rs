@@ -22,7 +22,11 @@
 //!
 //! Usage: loadgen --url http://127.0.0.1:8080/mcp --rate 5000 --duration 10 [--warmup 2]
 //!                [--connections 32] [--header 'name: value']... [--body-file FILE]
-//!                [--timeline FILE]   (worst latency per 100 ms, tab-separated)
+//!                [--bodies-file FILE] [--timeline FILE]   (worst latency per 100 ms, tab-separated)
+//!
+//! `--bodies-file` gives one body per line, and request `i` sends line `i`, each once: for
+//! requests that may not repeat, such as redeeming single-use confirmation tokens. Running out
+//! of lines counts as errors.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -40,6 +44,8 @@ struct Options {
     connections: usize,
     headers: Vec<String>,
     body: Vec<u8>,
+    /// One body per request, in order (`--bodies-file`); empty: every request sends `body`.
+    bodies: Vec<Vec<u8>>,
     timeline: Option<String>,
 }
 
@@ -47,7 +53,8 @@ fn usage(message: &str) -> ! {
     eprintln!("loadgen: {message}");
     eprintln!(
         "usage: loadgen --url http://HOST:PORT/PATH --rate N --duration SECS [--warmup SECS] \
-         [--connections N] [--header 'name: value']... [--body-file FILE] [--timeline FILE]"
+         [--connections N] [--header 'name: value']... [--body-file FILE] [--bodies-file FILE] \
+         [--timeline FILE]"
     );
     std::process::exit(2)
 }
@@ -60,6 +67,7 @@ fn parse_options() -> Options {
     let mut connections = 32;
     let mut headers = Vec::new();
     let mut body = Vec::new();
+    let mut bodies = Vec::new();
     let mut timeline = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -104,6 +112,19 @@ fn parse_options() -> Options {
                     body.pop();
                 }
             }
+            "--bodies-file" => {
+                let path = value();
+                let text = std::fs::read(&path)
+                    .unwrap_or_else(|e| usage(&format!("cannot read {path}: {e}")));
+                bodies = text
+                    .split(|b| *b == b'\n')
+                    .filter(|line| !line.is_empty())
+                    .map(<[u8]>::to_vec)
+                    .collect();
+                if bodies.is_empty() {
+                    usage(&format!("{path} has no bodies"));
+                }
+            }
             other => usage(&format!("unknown argument `{other}`")),
         }
     }
@@ -124,12 +145,25 @@ fn parse_options() -> Options {
         connections,
         headers,
         body,
+        bodies,
         timeline,
     }
 }
 
-fn request_bytes(options: &Options) -> Vec<u8> {
-    let method = if options.body.is_empty() { "GET" } else { "POST" };
+/// Every request to send: one, sent over and over, or one per line of `--bodies-file`.
+fn requests(options: &Options) -> Vec<Vec<u8>> {
+    if options.bodies.is_empty() {
+        return vec![request_bytes(options, &options.body)];
+    }
+    options
+        .bodies
+        .iter()
+        .map(|body| request_bytes(options, body))
+        .collect()
+}
+
+fn request_bytes(options: &Options, body: &[u8]) -> Vec<u8> {
+    let method = if body.is_empty() { "GET" } else { "POST" };
     let mut head = format!(
         "{method} {} HTTP/1.1\r\nHost: {}\r\n",
         options.path, options.host_port
@@ -138,12 +172,12 @@ fn request_bytes(options: &Options) -> Vec<u8> {
         head.push_str(header);
         head.push_str("\r\n");
     }
-    if !options.body.is_empty() {
-        head.push_str(&format!("Content-Length: {}\r\n", options.body.len()));
+    if !body.is_empty() {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     head.push_str("\r\n");
     let mut bytes = head.into_bytes();
-    bytes.extend_from_slice(&options.body);
+    bytes.extend_from_slice(body);
     bytes
 }
 
@@ -298,10 +332,10 @@ fn micros(d: Duration) -> u32 {
 }
 
 async fn drive(
-    mut due_times: tokio::sync::mpsc::UnboundedReceiver<Instant>,
+    mut due_times: tokio::sync::mpsc::UnboundedReceiver<(Instant, u64)>,
     measure_from: Instant,
     host_port: String,
-    request: std::rc::Rc<Vec<u8>>,
+    requests: std::rc::Rc<Vec<Vec<u8>>>,
 ) -> Tally {
     let mut tally = Tally::default();
     let mut connection = match Connection::open(&host_port).await {
@@ -313,7 +347,20 @@ async fn drive(
         }
     };
     let mut free_at = Instant::now();
-    while let Some(due) = due_times.recv().await {
+    while let Some((due, sequence)) = due_times.recv().await {
+        let request = match requests.len() {
+            1 => &requests[0],
+            n => match requests.get(sequence as usize) {
+                Some(request) => request,
+                None => {
+                    if tally.errors < 3 {
+                        eprintln!("loadgen: request {sequence} due, but only {n} bodies given");
+                    }
+                    tally.errors += 1;
+                    continue;
+                }
+            },
+        };
         let sent = Instant::now();
         let measured = due >= measure_from;
         let start = if free_at > due {
@@ -344,7 +391,7 @@ async fn drive(
                 }
             },
         };
-        let outcome = conn.exchange(&request).await;
+        let outcome = conn.exchange(request).await;
         let done = Instant::now();
         free_at = done;
         match outcome {
@@ -389,7 +436,7 @@ fn percentile(sorted: &[u32], p: f64) -> u32 {
 
 fn main() {
     let options = parse_options();
-    let request = std::rc::Rc::new(request_bytes(&options));
+    let requests = std::rc::Rc::new(requests(&options));
     // One I/O thread (plus the pacer): the generator is pinned to its own core by bench/run.sh
     // and must not spill onto the core of the system under test.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -402,7 +449,7 @@ fn main() {
     let measure_from = t0 + options.warmup;
     let end = measure_from + options.duration;
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..options.connections)
-        .map(|_| tokio::sync::mpsc::unbounded_channel::<Instant>())
+        .map(|_| tokio::sync::mpsc::unbounded_channel::<(Instant, u64)>())
         .unzip();
     let rate = options.rate;
     // Request i is due at t0 + i / rate and goes to connection i mod N (wrk2's assignment).
@@ -418,7 +465,7 @@ fn main() {
                 std::thread::sleep(due - now);
             }
             let connection = (sequence % senders.len() as u64) as usize;
-            if senders[connection].send(due).is_err() {
+            if senders[connection].send((due, sequence)).is_err() {
                 break;
             }
             sequence += 1;
@@ -433,7 +480,7 @@ fn main() {
                     due_times,
                     measure_from,
                     options.host_port.clone(),
-                    request.clone(),
+                    requests.clone(),
                 ))
             })
             .collect();

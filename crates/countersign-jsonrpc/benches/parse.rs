@@ -50,6 +50,15 @@ fn tools_call_request() -> Vec<u8> {
     body
 }
 
+/// The gateway benchmark's request (`bench/tools_call.json`): a small MCP 2026-07-28
+/// `tools/call` whose `_meta` keys have capitals, so the key-collision check cannot skip them.
+fn bench_tools_call_request() -> Vec<u8> {
+    // As the load generator sends it, trailing newline included.
+    let body = include_bytes!("../../../bench/tools_call.json").to_vec();
+    assert_eq!(body.len(), 209, "bench/tools_call.json changed");
+    body
+}
+
 fn tools_list_response() -> Vec<u8> {
     let tools: Vec<_> = (0..20)
         .map(|i| {
@@ -112,6 +121,7 @@ fn bench_parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse+reserialize");
     for (name, body) in [
         ("initialize", initialize_request()),
+        ("tools_call_209b_2026", bench_tools_call_request()),
         ("tools_call_1k", tools_call_request()),
         ("tools_list_20", tools_list_response()),
     ] {

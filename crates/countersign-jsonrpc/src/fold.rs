@@ -4,9 +4,12 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, Hasher, RandomState};
 
-use crate::raw::RawJson;
+use crate::raw::{MemberAt, MemberWalk, RawJson};
+
+#[cfg(test)]
+mod tests;
 
 /// The fold used to detect keys that differ only in ways a lenient decoder ignores.
 ///
@@ -29,6 +32,14 @@ fn is_own_fold(key: &str) -> bool {
         .all(|b| b.is_ascii() && b != 0 && !b.is_ascii_uppercase())
 }
 
+/// Keys that are ASCII without NUL fold to their ASCII lowercase (no ASCII character upper-
+/// or lower-cases to anything else), so two of them collide exactly when they are equal
+/// ignoring ASCII case. A non-ASCII key can still fold onto an ASCII one (`ſ` → `s`, the
+/// Kelvin sign → `k`): one of those sends its whole object down the exact path.
+fn is_ascii_fold(key: &str) -> bool {
+    key.bytes().all(|b| b.is_ascii() && b != 0)
+}
+
 fn folded(key: &str) -> Cow<'_, str> {
     if is_own_fold(key) {
         Cow::Borrowed(key)
@@ -46,44 +57,191 @@ const PAIRWISE: usize = 16;
 /// Memory: a wide object costs a 64-bit hash and an index per key, never a copy of its keys;
 /// a hash match is confirmed by folding both keys again, so the answer is exact.
 pub fn fold_collision(object: &RawJson) -> Option<(String, String)> {
-    let members = object.members()?;
+    fold_collision_finding(object, None)?.err()
+}
+
+/// [`fold_collision`], and in the same walk the member `wanted` (the envelope checks `params`
+/// and then reads its `_meta`); `None` for a non-object.
+pub(crate) fn fold_collision_finding(
+    object: &RawJson,
+    wanted: Option<&str>,
+) -> Option<Result<Option<RawJson>, (String, String)>> {
+    let walk = object.member_walk()?;
+    let mut check = KeyCheck::new();
+    let mut found = None;
+    for member in walk.clone() {
+        if let Some(wanted) = wanted
+            && found.is_none()
+            && walk.key_is(&member, wanted)
+        {
+            found = Some(object.walked_value(&member));
+        }
+        check.add(&walk, &member);
+    }
+    Some(match check.collision(object) {
+        Some(pair) => Err(pair),
+        None => Ok(found),
+    })
+}
+
+/// [`fold_collision`] fed by a walk that also does other work with the members.
+///
+/// The common object is settled from that one walk: at most 16 keys, each plain ASCII (no
+/// escape, so no NUL either) and compared as the text it is. Any other object is walked
+/// again, by the exact fold.
+pub(crate) struct KeyCheck<'a> {
+    plain: [&'a [u8]; PAIRWISE],
+    count: usize,
+    all_plain: bool,
+    all_own_fold: bool,
+}
+
+impl<'a> KeyCheck<'a> {
+    pub(crate) fn new() -> Self {
+        KeyCheck {
+            plain: [&[]; PAIRWISE],
+            count: 0,
+            all_plain: true,
+            all_own_fold: true,
+        }
+    }
+
+    /// Adds the next member of the walk, in order.
+    pub(crate) fn add(&mut self, walk: &MemberWalk<'a>, member: &MemberAt) {
+        if self.all_plain {
+            match walk.plain_key(member) {
+                Some(key) if self.count < PAIRWISE && key.is_ascii() && !key.contains(&0) => {
+                    self.all_own_fold &= !key.iter().any(u8::is_ascii_uppercase);
+                    self.plain[self.count] = key;
+                }
+                _ => self.all_plain = false,
+            }
+        }
+        self.count += 1;
+    }
+
+    /// The answer of [`fold_collision`] for `object`, whose every member was added.
+    pub(crate) fn collision(&self, object: &RawJson) -> Option<(String, String)> {
+        if !self.all_plain {
+            general_collision(object)
+        } else if self.all_own_fold {
+            // Every key is its own fold and keys are unique (strict parse): nothing collides.
+            None
+        } else {
+            plain_collision(&self.plain[..self.count])
+        }
+    }
+}
+
+/// The first key (in order) that collides with a later one, and the first such later key, of
+/// plain ASCII keys: their folds are their ASCII lowercase, compared without making them.
+fn plain_collision(keys: &[&[u8]]) -> Option<(String, String)> {
+    let text = |key: &[u8]| String::from_utf8(key.to_vec()).expect("ascii is utf-8");
+    for (i, key_a) in keys.iter().enumerate() {
+        for key_b in &keys[i + 1..] {
+            if key_a.eq_ignore_ascii_case(key_b) {
+                return Some((text(key_a), text(key_b)));
+            }
+        }
+    }
+    None
+}
+
+/// [`fold_collision`] of an object with escaped or non-ASCII keys, or more than 16.
+fn general_collision(object: &RawJson) -> Option<(String, String)> {
+    let mut keys: [Cow<'_, str>; PAIRWISE] = std::array::from_fn(|_| Cow::Borrowed(""));
     let mut count = 0usize;
+    let mut all_ascii = true;
     let mut all_own_fold = true;
-    for (key, _) in members {
-        count += 1;
+    for key in self::keys(object) {
+        all_ascii &= is_ascii_fold(&key);
         all_own_fold &= is_own_fold(&key);
+        if count < PAIRWISE {
+            keys[count] = key;
+        }
+        count += 1;
     }
     if all_own_fold {
-        // Every key is its own fold and keys are unique (strict parse), so nothing collides.
-        return None;
+        None
+    } else if count <= PAIRWISE {
+        pairwise_collision(&keys[..count], all_ascii)
+    } else if all_ascii {
+        wide_ascii_collision(object, count)
+    } else {
+        wide_collision(object, count)
     }
-    let keys = || object.members().into_iter().flatten().map(|(key, _)| key);
-    if count <= PAIRWISE {
-        // A key borrowed from the text folds without allocating when it is its own fold.
-        let folds: Vec<(Cow<'_, str>, Cow<'_, str>)> = keys()
-            .map(|k| {
-                let fold = match &k {
-                    Cow::Borrowed(key) => folded(key),
-                    Cow::Owned(key) => Cow::Owned(fold_key(key)),
-                };
-                (k, fold)
-            })
-            .collect();
-        for (i, (key_a, fold_a)) in folds.iter().enumerate() {
-            for (key_b, fold_b) in &folds[i + 1..] {
-                if fold_a == fold_b {
-                    return Some((key_a.clone().into_owned(), key_b.clone().into_owned()));
+}
+
+/// The first key (in order) that collides with a later one, and the first such later key.
+fn pairwise_collision(keys: &[Cow<'_, str>], all_ascii: bool) -> Option<(String, String)> {
+    let pair = |a: &Cow<'_, str>, b: &Cow<'_, str>| Some((a.to_string(), b.to_string()));
+    if all_ascii {
+        for (i, key_a) in keys.iter().enumerate() {
+            for key_b in &keys[i + 1..] {
+                if key_a.eq_ignore_ascii_case(key_b) {
+                    return pair(key_a, key_b);
                 }
             }
         }
         return None;
     }
+    let folds: Vec<Cow<'_, str>> = keys.iter().map(|key| folded(key)).collect();
+    for (i, fold_a) in folds.iter().enumerate() {
+        for (j, fold_b) in folds.iter().enumerate().skip(i + 1) {
+            if fold_a == fold_b {
+                return pair(&keys[i], &keys[j]);
+            }
+        }
+    }
+    None
+}
+
+/// The keys of an object, unescaped, in order.
+fn keys(object: &RawJson) -> impl Iterator<Item = Cow<'_, str>> {
+    object.member_walk().into_iter().flat_map(MemberWalk::keys)
+}
+
+/// The first key (in order) that collides with an earlier one, and the first key it collides
+/// with, for an object whose keys are all ASCII without NUL: by a keyed hash of each key's
+/// lowercase, which is its fold.
+fn wide_ascii_collision(object: &RawJson, count: usize) -> Option<(String, String)> {
+    let hasher = RandomState::new();
+    let hash = |key: &str| {
+        // Lowercased through a small buffer: the fold costs no allocation.
+        let mut state = hasher.build_hasher();
+        let mut buffer = [0u8; 64];
+        for chunk in key.as_bytes().chunks(buffer.len()) {
+            let lower = &mut buffer[..chunk.len()];
+            lower.copy_from_slice(chunk);
+            lower.make_ascii_lowercase();
+            state.write(lower);
+        }
+        state.finish()
+    };
+    let mut first_with_hash: HashMap<u64, usize> = HashMap::with_capacity(count);
+    for (index, key) in keys(object).enumerate() {
+        let hash = hash(&key);
+        if let Some(&earlier) = first_with_hash.get(&hash) {
+            let earlier_key = keys(object).nth(earlier).unwrap_or_default();
+            if earlier_key.eq_ignore_ascii_case(&key) {
+                return Some((earlier_key.into_owned(), key.into_owned()));
+            }
+            // See `wide_collision`.
+            return exact_collision(object);
+        }
+        first_with_hash.insert(hash, index);
+    }
+    None
+}
+
+/// [`wide_ascii_collision`] for any keys, through [`fold_key`].
+fn wide_collision(object: &RawJson, count: usize) -> Option<(String, String)> {
     let hasher = RandomState::new();
     let mut first_with_hash: HashMap<u64, usize> = HashMap::with_capacity(count);
-    for (index, key) in keys().enumerate() {
+    for (index, key) in keys(object).enumerate() {
         let hash = hasher.hash_one(&*folded(&key));
         if let Some(&earlier) = first_with_hash.get(&hash) {
-            let earlier_key = keys().nth(earlier).unwrap_or_default();
+            let earlier_key = keys(object).nth(earlier).unwrap_or_default();
             if folded(&earlier_key) == folded(&key) {
                 return Some((earlier_key.into_owned(), key.into_owned()));
             }
@@ -101,7 +259,7 @@ pub fn fold_collision(object: &RawJson) -> Option<(String, String)> {
 /// at the cost of a copy of every fold.
 fn exact_collision(object: &RawJson) -> Option<(String, String)> {
     let mut first_with_fold: HashMap<String, String> = HashMap::new();
-    for (key, _) in object.members()? {
+    for key in keys(object) {
         let fold = folded(&key).into_owned();
         if let Some(earlier) = first_with_fold.get(&fold) {
             return Some((earlier.clone(), key.into_owned()));

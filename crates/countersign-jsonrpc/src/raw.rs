@@ -19,11 +19,14 @@ use serde_json::Value;
 
 use crate::strict::{self, ParseError, ParseLimits};
 
+#[cfg(test)]
+mod key_tests;
 mod scan;
 #[cfg(test)]
 mod tests;
 
 pub use scan::{Items, Members};
+pub(crate) use scan::{MemberAt, MemberWalk};
 
 /// The JSON type of a [`RawJson`], read from its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +169,43 @@ impl RawJson {
 
     /// `self[key]` of an object; `None` for a missing key or a non-object.
     pub fn get(&self, key: &str) -> Option<RawJson> {
-        self.members()?.find(|(k, _)| k == key).map(|(_, v)| v)
+        let [value] = self.get_many([key]);
+        value
+    }
+
+    /// `[self[keys[0]], self[keys[1]], …]` of an object, found in one walk over its members
+    /// (each `None` for a missing key, all `None` for a non-object): for a reader that needs
+    /// several members of one object, such as a call's name, arguments and `_meta`.
+    pub fn get_many<const N: usize>(&self, keys: [&str; N]) -> [Option<RawJson>; N] {
+        let mut found = [const { None }; N];
+        let Some(walk) = self.member_walk() else {
+            return found;
+        };
+        let mut missing = N;
+        for member in walk.clone() {
+            // Keys are unique (strict parse): the first member with a key is the only one.
+            for (slot, key) in found.iter_mut().zip(keys) {
+                if slot.is_none() && walk.key_is(&member, key) {
+                    *slot = Some(MemberWalk::value(&self.0, &member));
+                    missing -= 1;
+                }
+            }
+            if missing == 0 {
+                break;
+            }
+        }
+        found
+    }
+
+    /// An object's members as places in its text, read only on demand; `None` for a
+    /// non-object.
+    pub(crate) fn member_walk(&self) -> Option<MemberWalk<'_>> {
+        self.is_object().then(|| MemberWalk::new(&self.0))
+    }
+
+    /// The value of a member found by [`RawJson::member_walk`] on this value.
+    pub(crate) fn walked_value(&self, member: &MemberAt) -> RawJson {
+        MemberWalk::value(&self.0, member)
     }
 
     /// An object's members in order, keys unescaped; `None` for a non-object.
@@ -274,12 +313,13 @@ pub struct MemberSpan {
 /// Writes an object member by member; the result is valid because every part is.
 #[derive(Debug)]
 pub struct ObjectWriter {
-    /// Always starts with `{`: `finish` only appends the `}`.
+    /// Empty until the first member (a writer that stays empty, as most of those sifting a
+    /// call's params do, allocates nothing), then starts with `{`: `finish` only appends the
+    /// `}`.
     out: Vec<u8>,
 }
 
-/// The same as [`ObjectWriter::new`]: an empty object, never an empty buffer (a derived
-/// `Default` would finish as `}`).
+/// The same as [`ObjectWriter::new`]: an empty object.
 impl Default for ObjectWriter {
     fn default() -> Self {
         Self::new()
@@ -288,7 +328,7 @@ impl Default for ObjectWriter {
 
 impl ObjectWriter {
     pub fn new() -> Self {
-        Self::with_capacity(64)
+        ObjectWriter { out: Vec::new() }
     }
 
     pub fn with_capacity(capacity: usize) -> Self {
@@ -310,6 +350,7 @@ impl ObjectWriter {
         const AFTER: &[u8] = b"}]";
         let key = serde_json::to_vec(key).expect("a string always serializes");
         let needed = key.len() + BEFORE.len() + text.len() + AFTER.len() + 4;
+        self.open();
         self.out.reserve(needed);
         if self.out.len() > 1 {
             self.out.push(b',');
@@ -321,7 +362,16 @@ impl ObjectWriter {
         self.out.extend_from_slice(AFTER);
     }
 
+    /// Starts the text at the first member.
+    fn open(&mut self) {
+        if self.out.is_empty() {
+            self.out.reserve(64);
+            self.out.push(b'{');
+        }
+    }
+
     fn push_raw_key(&mut self, raw_key: &[u8], value: &[u8]) {
+        self.open();
         let needed = raw_key.len() + value.len() + 2;
         if needed > self.out.capacity() - self.out.len() && needed > self.out.len() {
             // A member larger than all before it: grow to fit it exactly rather than double.
@@ -336,10 +386,13 @@ impl ObjectWriter {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.out.len() == 1
+        self.out.len() <= 1
     }
 
     pub fn finish(mut self) -> RawJson {
+        if self.out.is_empty() {
+            return RawJson::empty_object();
+        }
         self.out.push(b'}');
         RawJson(fitted(self.out))
     }

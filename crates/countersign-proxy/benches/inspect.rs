@@ -4,7 +4,9 @@
 use std::hint::black_box;
 
 use bytes::Bytes;
-use countersign_jsonrpc::RawJson;
+use countersign_jsonrpc::{Message, Payload, RawJson};
+use countersign_policy::Method;
+use countersign_proxy::classify::CallParts;
 use countersign_proxy::display::{ListingStyle, arguments_listing};
 use countersign_proxy::parse::inspect_post;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -59,6 +61,36 @@ fn bench_inspect(c: &mut Criterion) {
             })
         },
     );
+
+    // Exactly the gateway benchmark's request (`bench/tools_call.json`, trailing newline
+    // included) with its headers.
+    let small = Bytes::from_static(include_bytes!("../../../bench/tools_call.json"));
+    assert_eq!(small.len(), 209, "bench/tools_call.json changed");
+    let mut small_headers = modern.clone();
+    small_headers.insert("mcp-name", HeaderValue::from_static("list_products"));
+    c.bench_function(
+        "inspect+reserialize tools/call 209B bench (2026-07-28 headers)",
+        |b| {
+            b.iter(|| {
+                let inspected =
+                    inspect_post(black_box(&small_headers), black_box(small.clone()), 64)
+                        .expect("valid");
+                black_box(inspected.payload.to_vec())
+            })
+        },
+    );
+    // What classifying and forwarding an allowed call reads of it.
+    let inspected = inspect_post(&small_headers, small.clone(), 64).expect("valid");
+    let Payload::Single(Message::Request(request)) = inspected.payload else {
+        panic!("a single request");
+    };
+    c.bench_function("CallParts::of+strip_approval tools/call 209B bench", |b| {
+        b.iter(|| {
+            let call = CallParts::of(Method::ToolsCall, black_box(request.params.as_ref()))
+                .expect("valid params");
+            black_box(call.strip_approval(black_box(request.clone()), false))
+        })
+    });
 }
 
 /// `arguments_listing` of a 4 MiB array of small numbers: what the held result's text and the

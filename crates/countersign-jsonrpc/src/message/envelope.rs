@@ -7,7 +7,7 @@ use super::{
     ErrorObject, INVALID_REQUEST, JSONRPC_VERSION, MAX_METHOD_BYTES, MAX_STRING_ID_BYTES, Message,
     Notification, Payload, Request, RequestId, Response, canonical_i64,
 };
-use crate::fold;
+use crate::fold::{self, KeyCheck};
 use crate::raw::{Kind, RawJson};
 
 /// Why a well-formed JSON value is not an acceptable JSON-RPC message. Every variant maps to
@@ -141,8 +141,11 @@ fn validate_params(params: Option<RawJson>) -> Result<Option<RawJson>, EnvelopeE
     match params {
         None => Ok(None),
         Some(map) if map.is_object() => {
-            check_folds(&map)?;
-            if let Some(meta) = map.get("_meta") {
+            let found =
+                fold::fold_collision_finding(&map, Some("_meta")).expect("params is an object");
+            let meta =
+                found.map_err(|(first, second)| EnvelopeError::KeyCollision { first, second })?;
+            if let Some(meta) = meta {
                 check_folds(&meta)?;
             }
             Ok(Some(map))
@@ -255,15 +258,21 @@ impl Message {
     /// Validates one strictly parsed message against the envelope rules. The message keeps
     /// slices of `raw`.
     pub fn from_raw(raw: &RawJson) -> Result<Message, EnvelopeError> {
-        let Some(members) = raw.members() else {
+        let Some(walk) = raw.member_walk() else {
             return Err(EnvelopeError::NotAnObject);
         };
-        // Before the whitelist, so `Method` next to `method` is reported as the collision it is.
-        check_folds(raw)?;
-
+        // One walk fills the slots and gathers the keys for the fold check, which is decided
+        // first, so `Method` next to `method` is reported as the collision it is.
+        let mut folds = KeyCheck::new();
+        let mut unknown = None;
         let (mut version, mut id, mut method, mut params, mut result, mut error) =
             (None, None, None, None, None, None);
-        for (key, value) in members {
+        for member in walk.clone() {
+            folds.add(&walk, &member);
+            if unknown.is_some() {
+                continue;
+            }
+            let key = walk.key(&member);
             let slot = match &*key {
                 "jsonrpc" => &mut version,
                 "id" => &mut id,
@@ -272,12 +281,19 @@ impl Message {
                 "result" => &mut result,
                 "error" => &mut error,
                 _ => {
-                    return Err(EnvelopeError::UnknownMember {
-                        key: key.into_owned(),
-                    });
+                    unknown = Some(key);
+                    continue;
                 }
             };
-            *slot = Some(value);
+            *slot = Some(raw.walked_value(&member));
+        }
+        if let Some((first, second)) = folds.collision(raw) {
+            return Err(EnvelopeError::KeyCollision { first, second });
+        }
+        if let Some(key) = unknown {
+            return Err(EnvelopeError::UnknownMember {
+                key: key.into_owned(),
+            });
         }
 
         match version.as_ref().map(|v| v.as_str()) {

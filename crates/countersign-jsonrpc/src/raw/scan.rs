@@ -20,15 +20,50 @@ fn skip_whitespace(text: &[u8], mut at: usize) -> usize {
 
 /// `at` is on a string's opening quote; returns the index just past its closing quote.
 fn string_end(text: &[u8], at: usize) -> usize {
+    string_end_escaped(text, at).0
+}
+
+/// [`string_end`], and whether the string has an escape: a key without one is its own text,
+/// so it is compared and read without unescaping.
+fn string_end_escaped(text: &[u8], at: usize) -> (usize, bool) {
     let mut i = at + 1;
-    while i < text.len() {
-        match text[i] {
-            b'\\' => i += 2,
-            b'"' => return i + 1,
-            _ => i += 1,
+    let mut escaped = false;
+    loop {
+        i = quote_or_backslash(text, i);
+        match text.get(i) {
+            Some(b'\\') => {
+                escaped = true;
+                i += 2;
+            }
+            Some(_) => return (i + 1, escaped),
+            None => return (text.len(), escaped),
         }
     }
-    text.len()
+}
+
+/// The index of the first `"` or `\` at or after `at` (`text.len()` when there is none).
+///
+/// Eight bytes at a time: string contents are most of what a walk over an object passes, and
+/// a walk passes over every member before the one it wants.
+fn quote_or_backslash(text: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    // A byte of `word ^ b * ONES` is zero exactly where `word` has `b`; the borrow trick flags
+    // zero bytes, and the lowest flag is always a real one (borrows only run upwards from it).
+    let zero_bytes = |word: u64| word.wrapping_sub(ONES) & !word & HIGHS;
+    while let Some(chunk) = text.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let found = zero_bytes(word ^ (ONES * u64::from(b'"')))
+            | zero_bytes(word ^ (ONES * u64::from(b'\\')));
+        if found != 0 {
+            return at + (found.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while at < text.len() && !matches!(text[at], b'"' | b'\\') {
+        at += 1;
+    }
+    at
 }
 
 /// `at` is on a value's first byte; returns the index just past its last byte.
@@ -127,8 +162,13 @@ pub(super) fn minify(text: &[u8]) -> Option<Vec<u8>> {
 
 /// The contents of the string token `raw` (quotes included), unescaped.
 pub(super) fn unescape(raw: &[u8]) -> Cow<'_, str> {
-    let inner = &raw[1..raw.len() - 1];
-    if !inner.contains(&b'\\') {
+    unescape_known(raw, raw[1..raw.len() - 1].contains(&b'\\'))
+}
+
+/// [`unescape`] of a token whose escapes were already looked for.
+fn unescape_known(raw: &[u8], escaped: bool) -> Cow<'_, str> {
+    if !escaped {
+        let inner = &raw[1..raw.len() - 1];
         return Cow::Borrowed(std::str::from_utf8(inner).expect("raw json is validated utf-8"));
     }
     // Escapes are rare in keys and short strings; serde_json decodes them exactly as the
@@ -136,34 +176,110 @@ pub(super) fn unescape(raw: &[u8]) -> Cow<'_, str> {
     Cow::Owned(serde_json::from_slice(raw).expect("a validated json string"))
 }
 
+/// Whether the key token `raw` (quotes included) unescapes to `key`.
+fn key_is(raw: &[u8], escaped: bool, key: &str) -> bool {
+    let inner = &raw[1..raw.len() - 1];
+    if !escaped {
+        return inner == key.as_bytes();
+    }
+    // Every escape is longer than what it stands for, so an escaped key that is not longer
+    // than `key` cannot unescape to it.
+    inner.len() > key.len() && unescape_known(raw, true) == key
+}
+
 /// Byte ranges of each member's key token and value in an object's text (which fits 32-bit
 /// offsets: the caller checked).
 pub(super) fn member_ranges(text: &[u8]) -> Vec<(u32, u32, u32, u32)> {
-    let mut count = 0;
-    each_member(text, |_| count += 1);
     // Counted first: a vector that doubles leaves its old buffers behind.
-    let mut out = Vec::with_capacity(count);
-    each_member(text, |(ks, ke, vs, ve)| {
-        out.push((ks as u32, ke as u32, vs as u32, ve as u32));
-    });
+    let mut out = Vec::with_capacity(MemberWalk::new(text).count());
+    out.extend(MemberWalk::new(text).map(|m| {
+        (
+            m.key.0 as u32,
+            m.key.1 as u32,
+            m.value.0 as u32,
+            m.value.1 as u32,
+        )
+    }));
     out
 }
 
-fn each_member(text: &[u8], mut f: impl FnMut((usize, usize, usize, usize))) {
-    let mut at = 1;
-    loop {
-        at = skip_whitespace(text, at);
+/// Where one member of an object sits: its key token (quotes included) and its value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MemberAt {
+    key: (usize, usize),
+    /// Whether the key token has an escape (it is not its own text).
+    escaped: bool,
+    value: (usize, usize),
+}
+
+/// The members of an object's text, found without reading them: no key is unescaped and no
+/// value is sliced until asked for, so passing over a member costs only its scan.
+#[derive(Debug, Clone)]
+pub(crate) struct MemberWalk<'a> {
+    text: &'a [u8],
+    at: usize,
+}
+
+impl<'a> MemberWalk<'a> {
+    pub(crate) fn new(text: &'a [u8]) -> Self {
+        MemberWalk { text, at: 1 }
+    }
+
+    /// The key token of `member`, quotes and escapes included.
+    pub(crate) fn raw_key(&self, member: &MemberAt) -> &'a [u8] {
+        &self.text[member.key.0..member.key.1]
+    }
+
+    /// The text of `member`'s key when it has no escapes (and so is its own text).
+    pub(crate) fn plain_key(&self, member: &MemberAt) -> Option<&'a [u8]> {
+        (!member.escaped).then(|| &self.text[member.key.0 + 1..member.key.1 - 1])
+    }
+
+    /// The unescaped key of `member`; borrowed when it has no escapes.
+    pub(crate) fn key(&self, member: &MemberAt) -> Cow<'a, str> {
+        unescape_known(self.raw_key(member), member.escaped)
+    }
+
+    /// The keys, unescaped, in order.
+    pub(crate) fn keys(self) -> impl Iterator<Item = Cow<'a, str>> {
+        let text = self.text;
+        self.map(move |m| unescape_known(&text[m.key.0..m.key.1], m.escaped))
+    }
+
+    /// Whether `member`'s key unescapes to `key`.
+    pub(crate) fn key_is(&self, member: &MemberAt, key: &str) -> bool {
+        key_is(self.raw_key(member), member.escaped, key)
+    }
+
+    /// The value of `member` as a slice of `text`, which must be what this walk walks.
+    pub(crate) fn value(text: &Bytes, member: &MemberAt) -> RawJson {
+        RawJson::from_trusted(text.slice(member.value.0..member.value.1))
+    }
+}
+
+impl Iterator for MemberWalk<'_> {
+    type Item = MemberAt;
+
+    fn next(&mut self) -> Option<MemberAt> {
+        let text = self.text;
+        let mut at = skip_whitespace(text, self.at);
         if at >= text.len() || text[at] == b'}' {
-            return;
+            self.at = text.len();
+            return None;
         }
         if text[at] == b',' {
             at = skip_whitespace(text, at + 1);
         }
-        let key_end = string_end(text, at);
+        let (key_end, escaped) = string_end_escaped(text, at);
+        // Whitespace, then the colon, then whitespace.
         let value_start = skip_whitespace(text, skip_whitespace(text, key_end) + 1);
-        let value_end = value_end(text, value_start);
-        f((at, key_end, value_start, value_end));
-        at = value_end;
+        let end = value_end(text, value_start);
+        self.at = end;
+        Some(MemberAt {
+            key: (at, key_end),
+            escaped,
+            value: (value_start, end),
+        })
     }
 }
 
@@ -171,12 +287,15 @@ fn each_member(text: &[u8], mut f: impl FnMut((usize, usize, usize, usize))) {
 #[derive(Debug)]
 pub struct Members<'a> {
     text: &'a Bytes,
-    at: usize,
+    walk: MemberWalk<'a>,
 }
 
 impl<'a> Members<'a> {
     pub(super) fn new(text: &'a Bytes) -> Self {
-        Members { text, at: 1 }
+        Members {
+            text,
+            walk: MemberWalk::new(text),
+        }
     }
 
     /// Also yields each key's raw token, for copying members without re-escaping them.
@@ -186,23 +305,12 @@ impl<'a> Members<'a> {
     }
 
     fn next_member(&mut self) -> Option<(Cow<'a, str>, &'a [u8], RawJson)> {
-        let text: &'a [u8] = self.text;
-        let mut at = skip_whitespace(text, self.at);
-        if at >= text.len() || text[at] == b'}' {
-            self.at = text.len();
-            return None;
-        }
-        if text[at] == b',' {
-            at = skip_whitespace(text, at + 1);
-        }
-        let key_end = string_end(text, at);
-        let raw_key = &text[at..key_end];
-        // Whitespace, then the colon, then whitespace.
-        let value_start = skip_whitespace(text, skip_whitespace(text, key_end) + 1);
-        let end = value_end(text, value_start);
-        self.at = end;
-        let value = RawJson::from_trusted(self.text.slice(value_start..end));
-        Some((unescape(raw_key), raw_key, value))
+        let member = self.walk.next()?;
+        Some((
+            self.walk.key(&member),
+            self.walk.raw_key(&member),
+            MemberWalk::value(self.text, &member),
+        ))
     }
 }
 
@@ -243,5 +351,49 @@ impl Iterator for Items<'_> {
         let end = value_end(text, at);
         self.at = end;
         Some(RawJson::from_trusted(self.text.slice(at..end)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_quote_or_backslash_is_found_at_every_offset() {
+        for len in 0..40 {
+            for at in 0..=len {
+                for (filler, mark) in [
+                    (b'a', b'"'),
+                    (0xC3, b'\\'),
+                    (0xA9, b'"'),
+                    (0x22 ^ 0x80, b'\\'),
+                ] {
+                    let mut text = vec![filler; len];
+                    if at < len {
+                        text[at] = mark;
+                        // A second mark later never hides the first.
+                        if at + 1 < len {
+                            text[len - 1] = b'"';
+                        }
+                    }
+                    assert_eq!(quote_or_backslash(&text, 0), at.min(len), "{text:?}");
+                }
+            }
+        }
+        assert_eq!(quote_or_backslash(b"ab\"", 5), 5, "past the end");
+    }
+
+    #[test]
+    fn strings_end_after_their_closing_quote_whatever_they_escape() {
+        for (text, end, escaped) in [
+            (&br#""""#[..], 2, false),
+            (br#""abcdefghijklmnop"x"#, 18, false),
+            (br#""a\"b" "#, 6, true),
+            (br#""\\""#, 4, true),
+            (br#""abcdefgh\\\"ijklmnop\\" "#, 24, true),
+            (br#""\u00e9\n""#, 10, true),
+        ] {
+            assert_eq!(string_end_escaped(text, 0), (end, escaped), "{text:?}");
+        }
     }
 }

@@ -68,8 +68,11 @@ impl CallParts {
         } else {
             "name"
         };
-        let target = params
-            .and_then(|p| p.get(target_key))
+        // One walk over the params for the three members read here.
+        let [target, arguments, meta] = params
+            .map(|p| p.get_many([target_key, "arguments", "_meta"]))
+            .unwrap_or_default();
+        let target = target
             .and_then(|t| t.as_str().map(|t| t.into_owned()))
             .ok_or_else(|| {
                 ProxyError::InvalidParams(format!(
@@ -77,7 +80,7 @@ impl CallParts {
                     method.as_str()
                 ))
             })?;
-        let arguments = match params.and_then(|p| p.get("arguments")) {
+        let arguments = match arguments {
             None => RawJson::null(),
             Some(args) if matches!(args.kind(), Kind::Null | Kind::Object) => args,
             Some(_) => {
@@ -86,7 +89,6 @@ impl CallParts {
                 ));
             }
         };
-        let meta = params.and_then(|p| p.get("_meta"));
         let meta_token = match meta.and_then(|m| m.get(TOKEN_META)) {
             None => None,
             Some(token) => Some(
@@ -440,5 +442,42 @@ mod tests {
         call.strip_params(Some(&mut params), true);
         assert_eq!(params.as_bytes(), plain.as_bytes(), "nothing to strip");
         call.strip_params(None, true);
+    }
+
+    #[test]
+    fn params_written_with_escaped_keys_are_read_by_their_unescaped_names() {
+        let params = RawJson::parse_slice(
+            br#"{"n\u0061me":"t","\u0061rguments":{"confirmationToken":"tok","x":1},
+                "_m\u0065ta":{"countersign/confirmationToken":"tok","com.example/K":1}}"#,
+        )
+        .expect("json");
+        let call = CallParts::of(Method::ToolsCall, Some(&params)).expect("valid params");
+        assert_eq!(call.target, "t");
+        assert_eq!(call.meta_token.as_deref(), Some("tok"));
+        assert_eq!(call.presented_token(), Some("tok"));
+        assert_eq!(call.arguments_without_token(), json!({"x": 1}));
+        assert_eq!(
+            call.bound_params.map(|b| b.to_value()),
+            Some(json!({"_meta": {"com.example/K": 1}}))
+        );
+        // A key whose escaped spelling reads `name` is not `name`.
+        let spelled = RawJson::parse_slice(br#"{"nam\\u0065":"t"}"#).expect("json");
+        assert!(CallParts::of(Method::ToolsCall, Some(&spelled)).is_err());
+    }
+
+    #[test]
+    fn the_benchmark_call_binds_nothing_beyond_its_target() {
+        let params = RawJson::parse_slice(
+            br#"{"name":"list_products","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#,
+        )
+        .expect("json");
+        let call = CallParts::of(Method::ToolsCall, Some(&params)).expect("valid params");
+        assert_eq!(call.target, "list_products");
+        assert_eq!(call.arguments.as_text(), "{}");
+        assert!(!call.carries_token());
+        assert_eq!(call.bound_params, None);
+        let mut stripped = params.clone();
+        call.strip_params(Some(&mut stripped), false);
+        assert_eq!(stripped.as_bytes(), params.as_bytes(), "nothing to strip");
     }
 }

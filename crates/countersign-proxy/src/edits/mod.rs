@@ -132,12 +132,16 @@ impl ResponseEdits {
         wrap: &StateWrap,
         body: &[u8],
     ) -> Option<Vec<u8>> {
-        let Some(Value::Object(mut result)) = upstream_result(body, id) else {
-            return None;
-        };
-        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+        // Most approved calls simply complete: look at `resultType` in the raw result before
+        // building a tree of it (the tree was most of a redeemed call's response handling).
+        let raw = upstream_raw_result(body, id)?;
+        let kind = raw.get("resultType")?;
+        if kind.as_str().as_deref() != Some("input_required") {
             return None;
         }
+        let Value::Object(mut result) = raw.to_value() else {
+            return None;
+        };
         let outcome = match wrap.wrap(&mut result, self.clock.unix_secs()) {
             Ok(()) => Ok(RawJson::from_value(&Value::Object(result))),
             Err(reason) => {
@@ -217,13 +221,18 @@ impl MessageObserver for EditObserver {
 /// Only the responses the gateway edits or learns from are built as trees; they come from the
 /// upstream and are bounded by its response limit.
 fn upstream_result(body: &[u8], id: &RequestId) -> Option<Value> {
+    upstream_raw_result(body, id).map(|result| result.to_value())
+}
+
+/// The result of `body`, as slices of it, when `body` is the successful response to `id`.
+fn upstream_raw_result(body: &[u8], id: &RequestId) -> Option<RawJson> {
     let Ok(Message::Response(response)) = Message::parse(body) else {
         return None;
     };
     if response.id.as_ref() != Some(id) {
         return None;
     }
-    response.outcome.ok().map(|result| result.to_value())
+    response.outcome.ok()
 }
 
 /// Marks the upstream's catalog stale when a relayed message announces that its tools changed;

@@ -199,8 +199,15 @@ impl HardeningRules {
 }
 
 fn check_framing(headers: &HeaderMap) -> Result<(), ProxyError> {
-    for (lower, display) in SINGLETON_HEADERS {
-        if headers.get_all(*lower).iter().nth(1).is_some() {
+    // One walk over the distinct names the request has, rather than a lookup (parse and hash
+    // of the name) per singleton header it might have.
+    for name in headers.keys() {
+        let singleton = SINGLETON_HEADERS
+            .iter()
+            .find(|(lower, _)| *lower == name.as_str());
+        if let Some((_, display)) = singleton
+            && headers.get_all(name).iter().nth(1).is_some()
+        {
             return Err(ProxyError::DuplicateHeader(display));
         }
     }

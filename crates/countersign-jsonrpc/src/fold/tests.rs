@@ -1,0 +1,201 @@
+//! The collisions `fold_collision` reports, and the pair it names, for every kind of key: the
+//! all-ASCII objects the envelope meets on every request and the non-ASCII, NUL and escaped
+//! keys that must take the exact Unicode fold.
+
+use super::*;
+use crate::message::{EnvelopeError, Error, Payload};
+
+fn collision(text: &str) -> Option<(String, String)> {
+    fold_collision(&RawJson::parse_slice(text.as_bytes()).expect("valid json"))
+}
+
+fn pair(first: &str, second: &str) -> Option<(String, String)> {
+    Some((first.to_owned(), second.to_owned()))
+}
+
+/// `{"key0":0, …}` with `count` lowercase keys, then `extra` members as written.
+fn wide(count: usize, extra: &str) -> String {
+    let mut text = String::from("{");
+    for i in 0..count {
+        text.push_str(&format!(r#""key{i}":{i},"#));
+    }
+    text.push_str(extra);
+    text.trim_end_matches(',').to_owned() + "}"
+}
+
+#[test]
+fn capitalised_ascii_keys_that_differ_otherwise_do_not_collide() {
+    assert_eq!(
+        collision(
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#
+        ),
+        None
+    );
+    assert_eq!(collision(r#"{"A":1,"B":2,"ab":3,"aB1":4,"Ba":5}"#), None);
+    assert_eq!(collision("{}"), None);
+    assert_eq!(collision("[1]"), None, "not an object");
+}
+
+#[test]
+fn ascii_keys_equal_ignoring_case_collide_and_the_earliest_first_key_is_named() {
+    assert_eq!(collision(r#"{"name":1,"Name":2}"#), pair("name", "Name"));
+    // The first key that collides with any later one, then the first key it collides with.
+    assert_eq!(collision(r#"{"A":1,"B":2,"b":3,"a":4}"#), pair("A", "a"));
+    assert_eq!(
+        collision(r#"{"x":1,"NAME":2,"Name":3,"name":4}"#),
+        pair("NAME", "Name")
+    );
+    // Only the fold counts, not values or nested keys.
+    assert_eq!(collision(r#"{"a":{"A":1},"b":"B"}"#), None);
+}
+
+#[test]
+fn escaped_keys_fold_as_their_unescaped_text() {
+    assert_eq!(collision(r#"{"\u0041":1,"a":2}"#), pair("A", "a"));
+    assert_eq!(
+        collision(r#"{"n\u0061me":1,"NAME":2}"#),
+        pair("name", "NAME")
+    );
+    assert_eq!(collision(r#"{"\u004e\u0041ME":1,"x":2}"#), None);
+    // An escaped backslash is a key character like any other.
+    assert_eq!(collision(r#"{"a\\b":1,"A\\B":2}"#), pair("a\\b", "A\\B"));
+    assert_eq!(collision(r#"{"a\\b":1,"a\b":2}"#), None);
+}
+
+#[test]
+fn a_non_ascii_key_in_the_object_takes_the_exact_fold_for_every_key() {
+    // `ſ` (U+017F) folds to `s`, the Kelvin sign (U+212A) to `k`: onto ASCII keys.
+    assert_eq!(
+        collision(r#"{"Class":1,"claſſ":2}"#),
+        pair("Class", "claſſ")
+    );
+    assert_eq!(
+        collision(r#"{"KEY":1,"\u212Aey":2}"#),
+        pair("KEY", "\u{212A}ey")
+    );
+    assert_eq!(
+        collision("{\"x\":1,\"é\":2,\"Sum\":3,\"ſum\":4}"),
+        pair("Sum", "ſum")
+    );
+    // The ASCII pair is still found when a non-ASCII key sits between them.
+    assert_eq!(collision(r#"{"Ab":1,"é":2,"aB":3}"#), pair("Ab", "aB"));
+    assert_eq!(collision(r#"{"é":1,"É":2}"#), pair("é", "É"));
+    assert_eq!(collision(r#"{"é":1,"e":2,"s":3,"ß":4}"#), None);
+}
+
+#[test]
+fn nul_is_removed_before_comparing() {
+    assert_eq!(
+        collision(r#"{"name":1,"name\u0000":2}"#),
+        pair("name", "name\u{0}")
+    );
+    assert_eq!(
+        collision(r#"{"Na\u0000me":1,"nAME":2}"#),
+        pair("Na\u{0}me", "nAME")
+    );
+    assert_eq!(collision(r#"{"\u0000":1,"":2}"#), pair("\u{0}", ""));
+    assert_eq!(collision(r#"{"\u0000a":1,"b":2}"#), None);
+}
+
+#[test]
+fn wide_objects_report_the_first_key_that_repeats_an_earlier_fold() {
+    assert_eq!(collision(&wide(40, "")), None);
+    assert_eq!(collision(&wide(40, r#""Other":1,"OTHER2":2"#)), None);
+    // Past 16 keys the first later key whose fold was seen is named, with that earlier key.
+    assert_eq!(
+        collision(&wide(17, r#""KEY3":1,"Key1":2"#)),
+        pair("key3", "KEY3")
+    );
+    assert_eq!(
+        collision(&wide(20, r#""k\u0045y7":1"#)),
+        pair("key7", "kEy7")
+    );
+    assert_eq!(
+        collision(&wide(20, r#""\u212Aey2":1"#)),
+        pair("key2", "\u{212A}ey2")
+    );
+    assert_eq!(
+        collision(&wide(20, r#""ſ":1,"KEY9\u0000":2,"S":3"#)),
+        pair("key9", "KEY9\u{0}")
+    );
+    assert_eq!(collision(&wide(20, r#""é":1,"É":2"#)), pair("é", "É"));
+    // Exactly 16 keys are still compared pairwise (the earliest first key is named), 17 are not.
+    assert_eq!(
+        collision(&wide(13, r#""B":1,"b":2,"KEY3":3"#)),
+        pair("key3", "KEY3")
+    );
+    assert_eq!(
+        collision(&wide(14, r#""B":1,"b":2,"KEY3":3"#)),
+        pair("B", "b")
+    );
+}
+
+fn envelope_error(body: &str) -> EnvelopeError {
+    match Payload::parse(body.as_bytes()) {
+        Err(Error::Envelope(e)) => e,
+        other => panic!("{body}: expected an envelope error, got {other:?}"),
+    }
+}
+
+fn key_collision(first: &str, second: &str) -> EnvelopeError {
+    EnvelopeError::KeyCollision {
+        first: first.to_owned(),
+        second: second.to_owned(),
+    }
+}
+
+#[test]
+fn meta_keys_that_collide_after_folding_are_refused_wherever_meta_is_spelled() {
+    let body = |meta_key: &str, meta: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{{}},"{meta_key}":{meta}}}}}"#
+        )
+    };
+    let twice = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/ProtocolVersion":"2025-06-18"}"#;
+    for meta_key in ["_meta", r"_m\u0065ta", r"\u005fmeta"] {
+        assert_eq!(
+            envelope_error(&body(meta_key, twice)),
+            key_collision(
+                "io.modelcontextprotocol/protocolVersion",
+                "io.modelcontextprotocol/ProtocolVersion"
+            ),
+            "{meta_key}"
+        );
+    }
+    assert_eq!(
+        envelope_error(&body("_meta", r#"{"progressToken":1,"progreſſToken":2}"#)),
+        key_collision("progressToken", "progreſſToken")
+    );
+    assert_eq!(
+        envelope_error(&body("_meta", r#"{"a":1,"a\u0000":2}"#)),
+        key_collision("a", "a\u{0}")
+    );
+    // A collision in params is reported before one in its `_meta`.
+    let both = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"a":1,"A":2},"name":"t","NAME":"u"}}"#;
+    assert_eq!(envelope_error(both), key_collision("name", "NAME"));
+    // `_meta` that is not an object has no keys to collide; a `_Meta` beside it collides.
+    assert!(Payload::parse(body("_meta", "[1,1]").as_bytes()).is_ok());
+    let shadowed =
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{},"_Meta":{}}}"#;
+    assert_eq!(envelope_error(shadowed), key_collision("_meta", "_Meta"));
+    // Nested objects other than `_meta` are the tool's business.
+    let nested = body("_meta", "{}").replace(r#""arguments":{}"#, r#""arguments":{"a":1,"A":2}"#);
+    assert!(Payload::parse(nested.as_bytes()).is_ok());
+}
+
+#[test]
+fn the_benchmark_request_passes_the_envelope() {
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_products","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let payload = Payload::parse(body).expect("valid");
+    assert_eq!(payload.to_vec(), body.to_vec());
+    let wide_meta = wide(
+        30,
+        r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#,
+    );
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","_meta":{wide_meta}}}}}"#
+    );
+    assert!(Payload::parse(body.as_bytes()).is_ok());
+    let body = body.replace(r#""key29":29"#, r#""KEY28":29"#);
+    assert_eq!(envelope_error(&body), key_collision("key28", "KEY28"));
+}
