@@ -211,6 +211,13 @@ impl MessageObserver for EditObserver {
         self.hook = None;
         Some(edited)
     }
+
+    /// Only the answer it edits or pins needs a JSON body whole; any other JSON body (a
+    /// `tools/call` result, however large) is streamed past it. The list-changed watch loses
+    /// nothing there: a JSON body answers a request, and the notification comes on streams.
+    fn needs_json_body(&self) -> bool {
+        self.hook.is_some()
+    }
 }
 
 /// The result of `body` as a tree, when `body` is the successful JSON-RPC response to `id`.

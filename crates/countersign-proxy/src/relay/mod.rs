@@ -1,12 +1,16 @@
 //! Relays an upstream's answer to the client: Server-Sent Events streamed event by event
-//! ([`SseRelay`]), anything else buffered up to the upstream's response limit. Every message
-//! passes a [`MessageObserver`] on its way, which is how the gateway's response edits and
-//! catalog watching see upstream traffic without the relay knowing anything about them.
+//! ([`SseRelay`]), anything else (a JSON body) streamed as it arrives within the upstream's
+//! size and time bounds ([`JsonRelay`]), or buffered whole when an observer needs the whole
+//! message. Every SSE message, and every JSON body an observer asks for, passes a
+//! [`MessageObserver`] on its way, which is how the gateway's response edits and catalog
+//! watching see upstream traffic without the relay knowing anything about them.
 
+mod json;
 mod pending;
 mod quiet;
 mod sse;
 
+pub use json::{BodyBounds, JsonRelay};
 pub use pending::PendingAnswers;
 pub use quiet::QuietLimits;
 pub use sse::{SseRelay, StreamSettings};
@@ -28,6 +32,14 @@ pub trait MessageObserver: Send {
     /// Sees one upstream message (a JSON body, or one SSE event's data); returns its
     /// replacement when it edited it.
     fn observe(&mut self, message: &[u8]) -> Option<Vec<u8>>;
+
+    /// Whether it must see a JSON (non-SSE) body whole, which makes the relay buffer that body
+    /// up to `max_response_bytes` before answering; otherwise the body is streamed and the
+    /// observer never sees it. Defaults to `true`: an observer that does not say is shown
+    /// every message.
+    fn needs_json_body(&self) -> bool {
+        true
+    }
 }
 
 /// The observer of one response.
@@ -85,16 +97,24 @@ pub async fn relay(
             ..streams.clone()
         };
         SseRelay::new(body, &settings, metrics, route.label, observer, pending).boxed_unsync()
-    } else {
+    } else if let Some(observer) = observer.as_mut().filter(|o| o.needs_json_body()) {
         let bytes = buffer(upstream, body).await?;
-        match observer.as_mut().and_then(|o| o.observe(&bytes)) {
+        match observer.observe(&bytes) {
             Some(edited) => full(edited),
             None => full(bytes),
         }
+    } else {
+        let bounds = BodyBounds {
+            max_bytes: upstream.max_response_bytes.get(),
+            deadline: upstream.response_timeout,
+        };
+        JsonRelay::new(body, bounds, metrics, route.label)?.boxed_unsync()
     };
     Ok(Response::from_parts(parts, body))
 }
 
+/// Reads a JSON body whole for an observer, within the upstream's size limit and
+/// `response_timeout`.
 async fn buffer(upstream: &Upstream, body: UpstreamBody) -> Result<Bytes, ProxyError> {
     let limit = upstream.max_response_bytes.get();
     let collected = tokio::time::timeout(

@@ -14,6 +14,8 @@ use super::{MessageObserver, Observer, PendingAnswers, QuietLimits, SseRelay, St
 use crate::clock::{Clock, SystemClock};
 use crate::metrics::ProxyMetrics;
 
+mod json;
+
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -1,0 +1,196 @@
+//! Streams a non-SSE (JSON) upstream body to the client as it arrives, when no observer needs
+//! the whole message.
+//!
+//! Buffering a 16 MiB answer before sending its first byte costs the gateway 16 MiB per call in
+//! flight and the client the whole transfer time in latency, for nothing when the gateway
+//! neither edits nor reads the body. Streaming keeps what buffering enforced:
+//!
+//! - **Size.** A body whose declared length exceeds the upstream's `max_response_bytes` is
+//!   refused before a byte of it is read (502, as before). A body without a declared length is
+//!   counted as it passes: the bytes that would take it past the limit are not sent, and the
+//!   response is ended with an error, so the client sees a truncated body with broken framing
+//!   (no final chunk; the connection is closed) rather than a complete-looking one.
+//! - **Time.** The whole body must pass within `response_timeout` of its headers, as the
+//!   buffered body had to arrive within it: an upstream that drips bytes cannot hold a response
+//!   (and the client's slot) forever. Past it the response is ended the same way.
+//! - **Bytes.** Data is forwarded unchanged, as it is read; trailers are not relayed, as the
+//!   buffered path never relayed them.
+//!
+//! A cut counts in `countersign_limit_hits_total` (`response_bytes`, `response_timeout`) and is
+//! logged; the request was already counted `forwarded`, since its headers were.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tokio::time::Sleep;
+use tracing::warn;
+
+use crate::body::BoxError;
+use crate::error::ProxyError;
+use crate::metrics::ProxyMetrics;
+
+/// The bounds of one streamed body.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyBounds {
+    /// Most bytes relayed: the upstream's `max_response_bytes`.
+    pub max_bytes: usize,
+    /// Time from the headers to the body's end: the upstream's `response_timeout`.
+    pub deadline: Duration,
+}
+
+pin_project! {
+    /// Response body relaying an upstream body within [`BodyBounds`].
+    #[project = JsonRelayProj]
+    pub struct JsonRelay<B> {
+        // `None` once ended or cut: dropping it closes a connection left mid-body rather than
+        // handing it back to the pool.
+        #[pin]
+        upstream: Option<B>,
+        relayed: usize,
+        bounds: BodyBounds,
+        #[pin]
+        deadline: Sleep,
+        metrics: ProxyMetrics,
+        upstream_label: &'static str,
+    }
+}
+
+impl<B> std::fmt::Debug for JsonRelay<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonRelay")
+            .field("relayed", &self.relayed)
+            .field("bounds", &self.bounds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Body> JsonRelay<B> {
+    /// Relays `upstream`, the body of the upstream named `upstream_label`; refuses it when its
+    /// declared length is already past `bounds.max_bytes`.
+    pub fn new(
+        upstream: B,
+        bounds: BodyBounds,
+        metrics: &ProxyMetrics,
+        upstream_label: &'static str,
+    ) -> Result<Self, ProxyError> {
+        // hyper reports a declared Content-Length as the lower bound.
+        if upstream.size_hint().lower() > bounds.max_bytes as u64 {
+            metrics.record_limit_hit("response_bytes");
+            return Err(ProxyError::UpstreamResponseTooLarge {
+                upstream: upstream_label.to_owned(),
+                limit: bounds.max_bytes,
+            });
+        }
+        Ok(Self {
+            upstream: Some(upstream),
+            relayed: 0,
+            bounds,
+            deadline: tokio::time::sleep(bounds.deadline),
+            metrics: metrics.clone(),
+            upstream_label,
+        })
+    }
+}
+
+impl<B> Body for JsonRelay<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let mut this = self.project();
+        loop {
+            let Some(upstream) = this.upstream.as_mut().as_pin_mut() else {
+                return Poll::Ready(None);
+            };
+            // Checked before reading, so an upstream with bytes always ready cannot outrun it.
+            if this.deadline.as_mut().poll(cx).is_ready() {
+                let error = ProxyError::UpstreamTimeout {
+                    upstream: (*this.upstream_label).to_owned(),
+                    timeout: this.bounds.deadline,
+                };
+                return Poll::Ready(Some(Err(cut(&mut this, Some("response_timeout"), error))));
+            }
+            match upstream.poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    this.upstream.set(None);
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Err(source))) => {
+                    let error = ProxyError::UpstreamBody {
+                        upstream: (*this.upstream_label).to_owned(),
+                        source: source.into(),
+                    };
+                    return Poll::Ready(Some(Err(cut(&mut this, None, error))));
+                }
+                Poll::Ready(Some(Ok(frame))) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    let within = this
+                        .relayed
+                        .checked_add(data.len())
+                        .filter(|total| *total <= this.bounds.max_bytes);
+                    let Some(total) = within else {
+                        let error = ProxyError::UpstreamResponseTooLarge {
+                            upstream: (*this.upstream_label).to_owned(),
+                            limit: this.bounds.max_bytes,
+                        };
+                        return Poll::Ready(Some(Err(cut(
+                            &mut this,
+                            Some("response_bytes"),
+                            error,
+                        ))));
+                    };
+                    *this.relayed = total;
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.upstream.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        // The upstream's exact length, when it declared one, becomes the client's
+        // Content-Length: the same framing the buffered body had.
+        match &self.upstream {
+            Some(upstream) => upstream.size_hint(),
+            None => SizeHint::with_exact(0),
+        }
+    }
+}
+
+/// Ends the body on `error`: drops the upstream, counts the limit it hit, if any, and logs; the
+/// error ends the client's response without its final chunk.
+fn cut<B>(
+    this: &mut JsonRelayProj<'_, B>,
+    limit: Option<&'static str>,
+    error: ProxyError,
+) -> BoxError {
+    this.upstream.set(None);
+    if let Some(limit) = limit {
+        this.metrics.record_limit_hit(limit);
+    }
+    warn!(
+        upstream = *this.upstream_label,
+        relayed = *this.relayed,
+        %error,
+        "upstream response body cut mid-stream"
+    );
+    Box::new(error)
+}
