@@ -564,7 +564,7 @@ run_scenario() {
     # Latency at a constant rate: half the gateway's peak, the same rate for every target.
     local rate
     rate=$(awk -v p="${peak[gateway]}" 'BEGIN {printf "%d", p / 2}')
-    declare -A p50 p90 p99 p999 rss cpu lag
+    declare -A p50 p90 p99 p999 rss cpu lag spent_share
     local s before after sampler rssmax
     local lg_args=(--rate "$rate" --duration "$DURATION" --warmup "$WARMUP"
         --connections "$CONNECTIONS")
@@ -616,7 +616,10 @@ run_scenario() {
                     local sent spent
                     sent=$(awk -v r="$rate" -v s=$((WARMUP + DURATION)) 'BEGIN {printf "%d", r * s}')
                     spent=$(($(redis_keys "$redis_port") - keys_before))
-                    ((spent >= sent * 99 / 100)) || die "$scenario/redeem: $spent tokens spent for about $sent requests"
+                    # A redemption the replay store could not confirm in time is refused (fail
+                    # closed), answered but not forwarded: reported, not hidden.
+                    spent_share[$t]+="$(awk -v a="$spent" -v b="$sent" 'BEGIN {printf "%.1f", 100 * a / b}') "
+                    ((spent >= sent * 99 / 100)) || log "$scenario/redeem: only $spent tokens spent for about $sent requests"
                 fi
                 log "$scenario round $round: $t at $rate req/s: p50 $(json_field "$out" p50_us) us, p99 $(json_field "$out" p99_us) us, achieved $(json_field "$out" achieved_rate) req/s (foreign CPU $LAST_FOREIGN%)"
                 redo "$attempt" || break
@@ -665,6 +668,7 @@ run_scenario() {
         echo
         echo "Gateway VmHWM over the whole scenario (peak runs included): $(mib "$gw_hwm") MiB." \
              "Load-generator timer slack p99 (not counted in latency): $(med "${lag[gateway]}") µs." \
+             "$([[ $APPROVALS == 1 ]] && echo "Redemptions forwarded at the constant rate (tokens spent in Redis per request sent, %, by round): ${spent_share[redeem]% }.")" \
              "Peak samples (req/s) — direct: ${peak_samples[direct]% }; nginx: ${peak_samples[nginx]% }; gateway: ${peak_samples[gateway]% }$([[ $HTTPS == 1 ]] && echo "; gateway-https: ${peak_samples[gateway-https]% }")$([[ $APPROVALS == 1 ]] && echo "; held: ${peak_samples[held]% }; redeem: ${peak_samples[redeem]% }")." \
              "$([[ $HTTPS == 1 ]] && echo "gateway-https reaches the upstream over TLS ($([[ $TLS_HTTP2 == 1 ]] && echo 'HTTP/2 by ALPN' || echo 'HTTP/1.1')); its added p99 is against the plain direct p99.")" \
              "Other processes on the machine used $(tr ' ' '\n' <<<"$FOREIGN" | grep . | awk '{s += $1; if ($1 > m) m = $1} END {printf "%.1f%% of the CPUs on average, %.1f%% at most", s / NR, m}') during the measurements."
