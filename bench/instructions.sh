@@ -52,34 +52,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port() { local p; while :; do p=$((10000 + RANDOM % 22000)); ss -Htan "( sport = :$p )" | grep -q . || { echo "$p"; return; }; done; }
-wait_port() { local _; for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.2; done; die "nothing on port $1"; }
-
+# shellcheck source=bench/fixed_upstream.sh
+. "$BENCH/fixed_upstream.sh"
 UP=$(port); GW=$(port); REDIS=$(port)
-BODY=$(cat "$BENCH/upstream_response.json")
-BODY=${BODY//\\/\\\\}
-BODY=${BODY//\'/\\\'}
-mkdir -p "$WORK/tmp"
-cat >"$WORK/nginx.conf" <<EOF
-daemon off;
-worker_processes 1;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    keepalive_requests 10000000;
-    client_body_temp_path $WORK/tmp/body;
-    proxy_temp_path $WORK/tmp/proxy;
-    fastcgi_temp_path $WORK/tmp/fastcgi;
-    uwsgi_temp_path $WORK/tmp/uwsgi;
-    scgi_temp_path $WORK/tmp/scgi;
-    server {
-        listen 127.0.0.1:$UP;
-        location = /mcp { default_type application/json; return 200 '$BODY'; }
-    }
-}
-EOF
+write_fixed_upstream_conf "$UP"
 "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonly no >/dev/null &

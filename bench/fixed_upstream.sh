@@ -1,0 +1,44 @@
+# Sourced by bench/profile.sh and bench/instructions.sh: free ports, and the benchmark upstream
+# (one nginx worker answering POST /mcp with bench/upstream_response.json), as bench/run.sh's
+# `direct` target. Expects BENCH (the bench directory) and WORK (a scratch directory).
+
+# A port below the ephemeral range that no socket uses.
+port() { local p; while :; do p=$((10000 + RANDOM % 22000)); ss -Htan "( sport = :$p )" | grep -q . || { echo "$p"; return; }; done; }
+
+# wait_port PORT: returns once something listens on 127.0.0.1:PORT; exits after 20 s.
+wait_port() {
+    local _
+    for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done
+    printf 'nothing listening on 127.0.0.1:%s\n' "$1" >&2
+    exit 1
+}
+
+# write_fixed_upstream_conf PORT: the upstream's nginx configuration, to $WORK/nginx.conf.
+write_fixed_upstream_conf() {
+    local body
+    body=$(cat "$BENCH/upstream_response.json")
+    # nginx's `return` takes a quoted string: escape backslashes and quotes.
+    body=${body//\\/\\\\}
+    body=${body//\'/\\\'}
+    mkdir -p "$WORK/tmp"
+    cat >"$WORK/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 10000000;
+    client_body_temp_path $WORK/tmp/body;
+    proxy_temp_path $WORK/tmp/proxy;
+    fastcgi_temp_path $WORK/tmp/fastcgi;
+    uwsgi_temp_path $WORK/tmp/uwsgi;
+    scgi_temp_path $WORK/tmp/scgi;
+    server {
+        listen 127.0.0.1:$1;
+        location = /mcp { default_type application/json; return 200 '$body'; }
+    }
+}
+CONF
+}
