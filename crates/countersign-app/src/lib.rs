@@ -252,6 +252,7 @@ async fn build_gateway(config: &Config, metrics: ProxyMetrics) -> anyhow::Result
             max_event_bytes: config.proxy.limits.max_sse_event_bytes.get(),
             question_caps: approval.question_caps,
             rate_limits,
+            out_of_band: None,
         },
         metrics,
         routes,

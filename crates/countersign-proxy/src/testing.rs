@@ -188,6 +188,7 @@ pub(crate) fn approval_settings(clock: Arc<dyn Clock>) -> ApprovalSettings {
         max_event_bytes: MAX_EVENT_BYTES,
         question_caps: QuestionCaps::default(),
         rate_limits: Arc::new(RateLimits::off()),
+        out_of_band: None,
     }
 }
 

@@ -31,6 +31,7 @@ mod held;
 mod hold;
 mod input_required;
 mod layer;
+pub mod out_of_band;
 mod preview;
 mod question;
 mod redeem;
@@ -98,6 +99,9 @@ pub struct ApprovalSettings {
     pub question_caps: QuestionCaps,
     /// The rate limits; the approval layer takes `held` and `questions` from them.
     pub rate_limits: Arc<RateLimits>,
+    /// The gateway's approval page, when `approvals:` is configured; without it, rules that
+    /// need a person the client cannot reach are refused (`human_approval_unavailable`).
+    pub out_of_band: Option<Arc<dyn out_of_band::OutOfBand>>,
 }
 
 /// Everything the approval layer shares across requests.
