@@ -70,8 +70,6 @@ pub struct ApprovalRequest {
     /// Digest binding the decision to this exact call (principal, session, upstream, tool,
     /// tool definition, arguments); the layer compares it before it forwards.
     pub binding: String,
-    /// When the request expires, seconds since the Unix epoch.
-    pub expires_at: u64,
 }
 
 /// An opened request: its id and the link a person follows to decide it.
@@ -81,6 +79,9 @@ pub struct Ticket {
     pub id: String,
     /// The approval page's link for it, carrying the id signed under the link key.
     pub url: String,
+    /// When the request expires undecided, seconds since the Unix epoch (`approvals.ttl` after
+    /// it was opened); a token or `requestState` for it expires then too.
+    pub expires_at: u64,
 }
 
 /// Where a request stands.
