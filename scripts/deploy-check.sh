@@ -7,7 +7,8 @@
 #      minors kubernetes-validate knows, strictly (unknown fields are errors);
 #   4. checkov over all of it and the Dockerfile, failing on any finding not skipped with a
 #      reason in scripts/deploy-check/checkov.yaml;
-#   5. the image built from deploy/Dockerfile and smoke-tested (scripts/deploy-check/image.sh).
+#   5. `countersign check` on the configuration and policy every rendered manifest mounts;
+#   6. the image built from deploy/Dockerfile and smoke-tested (scripts/deploy-check/image.sh).
 #
 #   bash scripts/deploy-check.sh [BINARY]
 #
@@ -105,7 +106,6 @@ if ! checkov --config-file "$HERE/checkov.yaml" -d "$OUT/scan" --output cli >"$O
 fi
 grep -E '^(kubernetes|dockerfile) scan results|Passed checks' "$OUT/checkov.txt" | paste - - | sed 's/^/deploy-check: checkov: /' >&2
 
-# --- 5. image ---------------------------------------------------------------------------
 binary="${1:-}"
 if [ -z "$binary" ]; then
 	for candidate in target/release/countersign target/debug/countersign; do
@@ -115,6 +115,24 @@ if [ -z "$binary" ]; then
 	done
 fi
 [ -n "$binary" ] || die "no countersign binary: run cargo build --bin countersign first, or pass one"
+
+# --- 5. the configurations the pods load --------------------------------------------------
+# The keys are a Secret and the policy may be a ConfigMap managed elsewhere: stand-ins for those.
+checked=0
+keys="$("$binary" keygen)"
+while read -r dir; do
+	policy="$dir/policy.yaml"
+	[ -f "$policy" ] || policy=policies/default.yaml
+	if ! COUNTERSIGN_SIGNING_KEYS="$keys" "$binary" check --config "$dir/gateway.yaml" --policy "$policy" \
+		>"$dir/check.txt" 2>&1; then
+		cat "$dir/check.txt" >&2
+		die "$(basename "$dir"): the rendered configuration does not pass countersign check"
+	fi
+	checked=$((checked + 1))
+done < <(python "$HERE/extract_configs.py" "$OUT/manifests" "$OUT/configs")
+log "countersign check: $checked rendered configurations valid"
+
+# --- 6. image ---------------------------------------------------------------------------
 log "image from $binary"
 bash "$HERE/image.sh" "$binary" "$OUT/image"
 

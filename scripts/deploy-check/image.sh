@@ -30,6 +30,9 @@ die() {
 # users of buildah on the machine.
 bah() { buildah --root "$STORE/root" --runroot "$STORE/run" --storage-driver vfs "$@"; }
 
+# unshare --mount and chroot need root (CI runs as root).
+[ "$(id -u)" -eq 0 ] || die "needs root for buildah's store, unshare --mount and chroot"
+
 rm -rf "$WORK" && mkdir -p "$WORK/binary/out" "$WORK/base" "$WORK/context"
 
 # Debug info only makes the image bigger; the test step's debug build is otherwise the binary.

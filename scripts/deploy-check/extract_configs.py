@@ -1,0 +1,33 @@
+"""Writes the gateway configuration and policy of every rendered manifest file to disk, so that
+`countersign check` can validate what the pods would load.
+
+For each OUT/manifests/NAME.yaml holding a ConfigMap with `gateway.yaml`, writes
+WORK/NAME/gateway.yaml and WORK/NAME/policy.yaml (the policy ConfigMap in the same file; a
+file whose policy ConfigMap is managed elsewhere gets none) and prints WORK/NAME. A `redis:`
+section without `url` gets one, as COUNTERSIGN_REDIS_URL gives it in the pod.
+
+usage: extract_configs.py MANIFESTS_DIR WORK
+"""
+
+import pathlib
+import sys
+
+import yaml
+
+manifests, work = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+for path in sorted(manifests.glob("*.yaml")):
+    configs = [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "ConfigMap"]
+    gateway = next((c["data"]["gateway.yaml"] for c in configs if "gateway.yaml" in c.get("data", {})), None)
+    if gateway is None:
+        continue
+    config = yaml.safe_load(gateway)
+    if "redis" in config and "url" not in config["redis"]:
+        config["redis"]["url"] = "redis://redis.invalid:6379"
+    out = work / path.stem
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gateway.yaml").write_text(yaml.safe_dump(config))
+    policy_name = pathlib.PurePosixPath(config.get("policy", "policy.yaml")).name
+    policy = next((c["data"][policy_name] for c in configs if policy_name in c.get("data", {})), None)
+    if policy is not None:
+        (out / "policy.yaml").write_text(policy)
+    print(out)
