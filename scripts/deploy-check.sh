@@ -117,13 +117,16 @@ fi
 [ -n "$binary" ] || die "no countersign binary: run cargo build --bin countersign first, or pass one"
 
 # --- 5. the configurations the pods load --------------------------------------------------
-# The keys are a Secret and the policy may be a ConfigMap managed elsewhere: stand-ins for those.
+# The keys are a Secret (the chart's generated one is used) and the policy may be a ConfigMap
+# managed elsewhere: stand-ins for those.
 checked=0
 keys="$("$binary" keygen)"
 while read -r dir; do
 	policy="$dir/policy.yaml"
 	[ -f "$policy" ] || policy=policies/default.yaml
-	if ! COUNTERSIGN_SIGNING_KEYS="$keys" "$binary" check --config "$dir/gateway.yaml" --policy "$policy" \
+	dir_keys="$keys"
+	[ -f "$dir/signing-keys" ] && dir_keys="$(cat "$dir/signing-keys")"
+	if ! COUNTERSIGN_SIGNING_KEYS="$dir_keys" "$binary" check --config "$dir/gateway.yaml" --policy "$policy" \
 		>"$dir/check.txt" 2>&1; then
 		cat "$dir/check.txt" >&2
 		die "$(basename "$dir"): the rendered configuration does not pass countersign check"

@@ -3,12 +3,14 @@
 
 For each OUT/manifests/NAME.yaml holding a ConfigMap with `gateway.yaml`, writes
 WORK/NAME/gateway.yaml and WORK/NAME/policy.yaml (the policy ConfigMap in the same file; a
-file whose policy ConfigMap is managed elsewhere gets none) and prints WORK/NAME. A `redis:`
+file whose policy ConfigMap is managed elsewhere gets none), WORK/NAME/signing-keys when the
+file has the keyring Secret (the chart's generated key), and prints WORK/NAME. A `redis:`
 section without `url` gets one, as COUNTERSIGN_REDIS_URL gives it in the pod.
 
 usage: extract_configs.py MANIFESTS_DIR WORK
 """
 
+import base64
 import pathlib
 import sys
 
@@ -30,4 +32,9 @@ for path in sorted(manifests.glob("*.yaml")):
     policy = next((c["data"][policy_name] for c in configs if policy_name in c.get("data", {})), None)
     if policy is not None:
         (out / "policy.yaml").write_text(policy)
+    # The keyring the chart generates, so its format is checked too.
+    keys_name = pathlib.PurePosixPath(config.get("signing_keys_file", "")).name
+    for secret in yaml.safe_load_all(path.read_text()):
+        if secret and secret.get("kind") == "Secret" and keys_name in secret.get("data", {}):
+            (out / "signing-keys").write_bytes(base64.b64decode(secret["data"][keys_name]))
     print(out)
