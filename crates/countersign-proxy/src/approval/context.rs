@@ -175,6 +175,7 @@ impl Gated {
             exp: now + ttl,
             jti: new_jti(),
             st: None,
+            aid: None,
         };
         (claims, ttl)
     }
@@ -338,4 +339,7 @@ pub(super) enum Verdict {
     Answer(Answer),
     /// Ask the person on an SSE stream, then forward or refuse.
     Ask(super::elicitation::PendingQuestion),
+    /// Give the person the approval page's link on an SSE stream, wait for the page's
+    /// decision, then forward or refuse.
+    AskOutOfBand(super::oob_stream::PendingLink),
 }
