@@ -456,10 +456,20 @@ fn compile_approvers(
     }
     let (users, groups) = match raw {
         None => (Vec::new(), Vec::new()),
-        Some(raw) => (raw.users.unwrap_or_default(), raw.groups.unwrap_or_default()),
+        Some(raw) => (
+            raw.users.unwrap_or_default(),
+            raw.groups.unwrap_or_default(),
+        ),
     };
-    if users.iter().chain(&groups).any(|name| name.trim().is_empty()) {
-        return Err(("approvers", "an empty user or group name names nobody".into()));
+    if users
+        .iter()
+        .chain(&groups)
+        .any(|name| name.trim().is_empty())
+    {
+        return Err((
+            "approvers",
+            "an empty user or group name names nobody".into(),
+        ));
     }
     let four_eyes = four_eyes.unwrap_or(false);
     if four_eyes && users.is_empty() && groups.is_empty() {
