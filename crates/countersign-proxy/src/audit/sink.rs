@@ -66,8 +66,7 @@ impl AuditSink {
 
     pub fn record(&self, record: &AuditRecord<'_>) {
         let Some(lines) = &self.lines else { return };
-        let appended = lines
-            .append(|buffer| serde_json::to_writer(buffer, record).map_err(std::io::Error::other));
+        let appended = lines.append(|buffer| record.write_json(buffer));
         if let Err(error) = appended {
             warn!(%error, "audit record could not be serialized");
         }
@@ -81,6 +80,9 @@ impl AuditSink {
 }
 
 /// One audit line. `event` is `decision` (what the gateway decided) or `outcome` (what happened).
+///
+/// Lines are written by `line.rs`'s hand encoder; the derived `Serialize` is the reference it is
+/// tested against, field for field.
 #[derive(Debug, Serialize)]
 pub struct AuditRecord<'a> {
     pub ts: Timestamp,
