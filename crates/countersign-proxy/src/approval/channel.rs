@@ -46,6 +46,19 @@ pub(super) enum Link {
     HeldResult,
 }
 
+impl Link {
+    /// The `link` label of the out-of-band metrics.
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Link::UrlElicitation => "url_elicitation",
+            Link::FormElicitation => "form_elicitation",
+            Link::InputRequiredUrl => "input_required_url",
+            Link::InputRequiredForm => "input_required_form",
+            Link::HeldResult => "held_result",
+        }
+    }
+}
+
 /// What a client can be asked through.
 #[derive(Debug, Clone, Copy, Default)]
 struct Reach {

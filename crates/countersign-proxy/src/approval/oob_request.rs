@@ -36,10 +36,15 @@ pub(super) async fn hold(
     let Ok(binding) = binding(gated, &ah, ph.as_deref()) else {
         return Verdict::Answer(gated.refusal(RefusalCode::UnsafeArguments));
     };
+    let metrics = &gated.approvals.settings.metrics;
     let ticket = match open(gated, arguments, binding.clone(), preview).await {
         Ok(ticket) => ticket,
-        Err(answer) => return Verdict::Answer(answer),
+        Err(answer) => {
+            metrics.record_out_of_band(link.label(), "failed");
+            return Verdict::Answer(answer);
+        }
     };
+    metrics.record_out_of_band(link.label(), "opened");
     let outcome = match link {
         Link::HeldResult => "held",
         _ => "asked",

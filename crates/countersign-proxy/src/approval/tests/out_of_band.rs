@@ -551,3 +551,24 @@ async fn an_approval_on_the_stream_runs_nothing_when_the_replay_store_is_down() 
     );
     assert!(received_nothing(&mut gateway.inner));
 }
+
+#[tokio::test]
+async fn requests_opened_on_the_page_are_counted_by_link_and_outcome() {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = ProxyMetrics::register(&mut registry);
+    let (mut gateway, page) = gateway_with(OUT_OF_BAND_POLICY, true, |settings| {
+        settings.metrics = metrics;
+    });
+    hold_without_elicitation(&mut gateway).await;
+    page.down.store(true, Ordering::SeqCst);
+    gateway.post(&[], &create_order()).await;
+
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+    for line in [
+        r#"countersign_out_of_band_requests_total{link="held_result",outcome="opened"} 1"#,
+        r#"countersign_out_of_band_requests_total{link="held_result",outcome="failed"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+}
