@@ -572,3 +572,18 @@ async fn requests_opened_on_the_page_are_counted_by_link_and_outcome() {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
 }
+
+#[tokio::test]
+async fn without_a_page_a_2026_client_is_refused_as_a_result_not_a_missing_capability() {
+    let (mut gateway, _page) = gateway_with(OUT_OF_BAND_POLICY, false, |_| {});
+    let call = stateless_create_order(json!({"elicitation": {"url": {}, "form": {}}}));
+
+    let (response, received) = gateway.post(&STATELESS, &call).await;
+
+    // No client capability would help: the approval page is missing.
+    assert_eq!(
+        confirmation(response).await["code"],
+        "human_approval_unavailable"
+    );
+    assert!(received.is_empty() && received_nothing(&mut gateway.inner));
+}
