@@ -587,3 +587,32 @@ async fn without_a_page_a_2026_client_is_refused_as_a_result_not_a_missing_capab
     );
     assert!(received.is_empty() && received_nothing(&mut gateway.inner));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_human_rule_asks_a_form_client_itself_and_sends_a_url_only_client_to_the_page() {
+    let human =
+        "rules:\n  - { id: orders, tools: [create_order], action: confirm, approval: human }\n";
+
+    let (mut gateway, page) = gateway_with(human, true, |_| {});
+    let headers = session_declaring(
+        &gateway,
+        json!({"elicitation": {"form": {}, "url": {}}}),
+        "2025-11-25",
+    );
+    let (response, _) = gateway.post(&headers, &create_order()).await;
+    let question = next_sse_message(&mut response.into_body(), &mut String::new()).await;
+    assert_eq!(question["params"]["mode"], "form");
+    assert!(
+        question["params"]["requestedSchema"]["properties"]["approve"].is_object(),
+        "today's question, answered in the client: {question}"
+    );
+    assert!(page.opened.lock().expect("lock").is_empty());
+
+    let (mut gateway, page) = gateway_with(human, true, |_| {});
+    let headers = session_declaring(&gateway, json!({"elicitation": {"url": {}}}), "2025-11-25");
+    let (response, _) = gateway.post(&headers, &create_order()).await;
+    let question = next_sse_message(&mut response.into_body(), &mut String::new()).await;
+    assert_eq!(question["params"]["mode"], "url");
+    assert_eq!(page.opened.lock().expect("lock").len(), 1);
+    assert!(received_nothing(&mut gateway.inner));
+}
