@@ -65,6 +65,15 @@ impl AuditSink {
     }
 
     pub fn record(&self, record: &AuditRecord<'_>) {
+        self.write(record);
+    }
+
+    /// Records a person's decision on the approval page.
+    pub fn record_page_decision(&self, record: &PageDecisionRecord<'_>) {
+        self.write(record);
+    }
+
+    fn write<T: Serialize>(&self, record: &T) {
         let Some(lines) = &self.lines else { return };
         let appended = lines
             .append(|buffer| serde_json::to_writer(buffer, record).map_err(std::io::Error::other));
@@ -110,6 +119,31 @@ pub struct AuditRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     /// Minified: a record is one line.
     pub arguments: Option<&'a RawJson>,
+}
+
+/// One audit line per decision taken on the approval page (`event: page_decision`): who
+/// decided which held call, how, when, and from where.
+#[derive(Debug, Serialize)]
+pub struct PageDecisionRecord<'a> {
+    pub ts: Timestamp,
+    pub event: &'static str,
+    /// The approval request's id.
+    pub approval: &'a str,
+    /// The principal whose call it was.
+    pub principal: &'a str,
+    pub upstream: &'a str,
+    pub tool: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<&'a str>,
+    pub risk: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'a str>,
+    /// `approved` or `denied`.
+    pub decision: &'static str,
+    /// Who decided, as the page authenticated them.
+    pub approver: &'a str,
+    /// The client address the decision came from.
+    pub client_ip: &'a str,
 }
 
 /// An RFC 3339 UTC timestamp with milliseconds, `2026-11-30T12:21:36.789Z`: written into a
