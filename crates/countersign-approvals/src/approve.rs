@@ -238,13 +238,15 @@ fn same_origin(page: &ApprovalPage, headers: &http::HeaderMap) -> bool {
     }
 }
 
-/// The socket's address, or the first `X-Forwarded-For` entry when configured to trust it.
+/// The socket's address, or, when configured to trust it, the last `X-Forwarded-For` entry:
+/// the one the trusted proxy appended (earlier ones are whatever the client claimed), as the
+/// MCP listener's `client_address_header` reads it.
 fn client_address(page: &ApprovalPage, headers: &http::HeaderMap, peer: SocketAddr) -> String {
     if page.config().trust_forwarded_for {
         let forwarded = headers
             .get("x-forwarded-for")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.rsplit(',').next())
             .map(str::trim)
             .filter(|v| !v.is_empty());
         if let Some(forwarded) = forwarded {

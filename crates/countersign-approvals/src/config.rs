@@ -22,7 +22,7 @@ pub struct PageConfig {
     pub link_key: LinkKey,
     pub auth: AuthConfig,
     pub webhooks: Vec<WebhookConfig>,
-    /// Take the client address of a decision from `X-Forwarded-For` (its first entry) instead
+    /// Take the client address of a decision from `X-Forwarded-For` (its last entry) instead
     /// of the socket. Only behind a proxy that sets it.
     pub trust_forwarded_for: bool,
     /// Most requests pending at once (per replica with the memory book).

@@ -446,7 +446,7 @@ async fn forwarded_for_is_used_only_when_trusted() {
     );
     request.headers_mut().insert(
         "x-forwarded-for",
-        "203.0.113.9, 10.0.0.1".parse().expect("value"),
+        "198.51.100.1, 203.0.113.9".parse().expect("value"),
     );
     assert_eq!(
         handle(&fx.page, request, peer()).await.status(),
