@@ -227,14 +227,20 @@ pub(crate) fn cookie_path(page: &ApprovalPage) -> String {
     }
 }
 
-/// A post comes from the page when its `Origin` is the page's, or, from a browser that sends
-/// no `Origin`, when `Sec-Fetch-Site` says `same-origin`. Neither present: refused.
+/// A post comes from the page when its `Origin` is the page's, or, when the browser sent no
+/// usable `Origin`, when `Sec-Fetch-Site` says `same-origin`. Browsers send `Origin: null` for
+/// the page's own form under its `Referrer-Policy: no-referrer`, so `null` defers to
+/// `Sec-Fetch-Site` (which a cross-site page cannot set) rather than pass. Neither: refused.
 fn same_origin(page: &ApprovalPage, headers: &http::HeaderMap) -> bool {
-    match headers.get(header::ORIGIN) {
-        Some(origin) => origin.as_bytes() == page.config().origin().as_bytes(),
-        None => headers
+    let fetched_same_origin = || {
+        headers
             .get("sec-fetch-site")
-            .is_some_and(|site| site.as_bytes() == b"same-origin"),
+            .is_some_and(|site| site.as_bytes() == b"same-origin")
+    };
+    match headers.get(header::ORIGIN) {
+        Some(origin) if origin.as_bytes() == b"null" => fetched_same_origin(),
+        Some(origin) => origin.as_bytes() == page.config().origin().as_bytes(),
+        None => fetched_same_origin(),
     }
 }
 

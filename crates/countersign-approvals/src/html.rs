@@ -14,6 +14,8 @@ const STYLE: &str = "\
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;background:#f4f4f5;color:#18181b;line-height:1.45}\
 main{max-width:48rem;margin:0 auto;padding:1rem}\
 h1{font-size:1.35rem;margin:.5rem 0 1rem}\
+h2{font-size:1.05rem;margin:0 0 .25rem}\
+.card>p:first-child{margin-top:0}.card>p:last-child{margin-bottom:0}\
 .card{background:#fff;border:1px solid #d4d4d8;border-radius:.5rem;padding:1rem;margin-bottom:1rem}\
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.35rem 1rem;margin:0}\
 dt{font-weight:600;color:#52525b}dd{margin:0;overflow-wrap:anywhere}\

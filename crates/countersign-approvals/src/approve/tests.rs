@@ -218,11 +218,26 @@ async fn post_from_another_origin_is_refused() {
             StatusCode::FORBIDDEN,
             "origin {origin:?}"
         );
+        let mut cross_site = post(&path, Some("ada"), Some(&cookie), origin, &form);
+        cross_site
+            .headers_mut()
+            .insert("sec-fetch-site", "cross-site".parse().expect("value"));
+        let response = handle(&fx.page, cross_site, peer()).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::FORBIDDEN,
+            "cross-site, origin {origin:?}"
+        );
     }
     assert_eq!(
         fx.page.status(&ticket.id).await,
         Ok(ApprovalStatus::Pending)
     );
+    // The page's own form under `Referrer-Policy: no-referrer`: `Origin: null`, same-origin fetch.
+    let mut own = post(&path, Some("ada"), Some(&cookie), Some("null"), &form);
+    own.headers_mut()
+        .insert("sec-fetch-site", "same-origin".parse().expect("value"));
+    assert_eq!(handle(&fx.page, own, peer()).await.status(), StatusCode::OK);
 }
 
 #[tokio::test]
