@@ -435,3 +435,48 @@ async fn request_opened_on_replica_a_is_approved_on_replica_b() {
     assert_eq!(a.page.status(&ticket.id).await, Ok(approved));
     browser.quit().await;
 }
+
+/// The response head and body of a plain `GET path` to `port`.
+async fn plain_get(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("read");
+    response
+}
+
+#[tokio::test]
+async fn gateway_serves_the_approval_page_on_its_own_listener() {
+    let port = countersign_testkit::free_port();
+    let config = format!(
+        "upstreams:\n  - url: http://127.0.0.1:9/mcp\napprovals:\n  listen: 127.0.0.1:{port}\n  \
+         public_url: http://127.0.0.1:{port}\n  auth:\n    trusted_header:\n      user: X-Forwarded-User\n"
+    );
+    let (_gateway, _, _file) =
+        countersign_e2e::start_gateway_with_config(&config, "/mcp", &[], &[]).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the approval page never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let response = plain_get(port, "/approve/0123456789abcdef0123456789abcdef.forged").await;
+    assert!(response.starts_with("HTTP/1.1 404"), "{response}");
+    let head = response.to_ascii_lowercase();
+    assert!(
+        head.contains("content-security-policy: default-src 'none'"),
+        "{response}"
+    );
+    assert!(head.contains("x-frame-options: deny"));
+    assert!(response.contains("Unknown link"));
+}
