@@ -261,10 +261,10 @@ async fn call(port: u16, method: &str, path: &str, body: Option<Value>) -> Value
         .to_bytes();
     let answer: Value = serde_json::from_slice(&bytes).expect("chromedriver speaks JSON");
     let value = answer["value"].clone();
-    if let Some(error) = value["error"].as_str() {
-        if error != "no such element" {
-            panic!("WebDriver {method} {path}: {value}");
-        }
+    if let Some(error) = value["error"].as_str()
+        && error != "no such element"
+    {
+        panic!("WebDriver {method} {path}: {value}");
     }
     value
 }

@@ -98,10 +98,11 @@ impl JwksVerifier {
             return Err(JwtError::Algorithm(format!("{:?}", header.alg)));
         }
         let jwk = self.key_for(header.kid.as_deref()).await?;
-        if let Some(alg) = jwk.common.key_algorithm {
-            if format!("{alg:?}") != format!("{:?}", header.alg) {
-                return Err(JwtError::UnknownKey);
-            }
+        // A key published for one algorithm is not used for another.
+        if let Some(alg) = jwk.common.key_algorithm
+            && format!("{alg:?}") != format!("{:?}", header.alg)
+        {
+            return Err(JwtError::UnknownKey);
         }
         let key = DecodingKey::from_jwk(&jwk).map_err(|e| JwtError::Invalid(e.to_string()))?;
         let mut validation = Validation::new(header.alg);
@@ -112,10 +113,10 @@ impl JwksVerifier {
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
             .map_err(|e| JwtError::Invalid(e.to_string()))?
             .claims;
-        if let Some(nonce) = expect.nonce {
-            if claims.get("nonce").and_then(Value::as_str) != Some(nonce) {
-                return Err(JwtError::Nonce);
-            }
+        if let Some(nonce) = expect.nonce
+            && claims.get("nonce").and_then(Value::as_str) != Some(nonce)
+        {
+            return Err(JwtError::Nonce);
         }
         Ok(claims)
     }
