@@ -11,7 +11,8 @@
 # redis-server as the replay store. Each path is warmed up, the counters are zeroed, then wrk
 # sends it for a fixed time and the counters are dumped; instructions / requests answered is the
 # figure. valgrind slows the gateway ~50x, so few requests are needed.
-# Knobs: BENCH_SKIP_BUILD=1, BENCH_GATEWAY_BIN (the binary to count), INSTR_SECONDS (10).
+# Knobs: BENCH_SKIP_BUILD=1, BENCH_GATEWAY_BIN (the binary to count), INSTR_SECONDS (10),
+# INSTR_KEEP=DIR (keep each path's callgrind profile there, for callgrind_annotate).
 
 set -euo pipefail
 
@@ -86,6 +87,10 @@ count() {
     total=$(callgrind_annotate "$(ls -t "$WORK"/callgrind.out.* | head -1)" 2>/dev/null \
         | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
     per_request[$name]=$(awk -v t="$total" -v n="$requests" 'BEGIN {printf "%d", t / n}')
+    if [[ -n ${INSTR_KEEP:-} ]]; then
+        mkdir -p "$INSTR_KEEP"
+        cp "$(ls -t "$WORK"/callgrind.out.* | head -1)" "$INSTR_KEEP/callgrind.$name.out"
+    fi
     log "$name: $requests requests, ${per_request[$name]} instructions each"
 }
 

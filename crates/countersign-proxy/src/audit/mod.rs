@@ -6,6 +6,7 @@
 
 mod future;
 mod layer;
+mod line;
 mod service;
 mod sink;
 mod writer;

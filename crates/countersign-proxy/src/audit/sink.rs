@@ -75,8 +75,7 @@ impl AuditSink {
 
     fn write<T: Serialize>(&self, record: &T) {
         let Some(lines) = &self.lines else { return };
-        let appended = lines
-            .append(|buffer| serde_json::to_writer(buffer, record).map_err(std::io::Error::other));
+        let appended = lines.append(|buffer| record.write_json(buffer));
         if let Err(error) = appended {
             warn!(%error, "audit record could not be serialized");
         }
@@ -90,6 +89,9 @@ impl AuditSink {
 }
 
 /// One audit line. `event` is `decision` (what the gateway decided) or `outcome` (what happened).
+///
+/// Lines are written by `line.rs`'s hand encoder; the derived `Serialize` is the reference it is
+/// tested against, field for field.
 #[derive(Debug, Serialize)]
 pub struct AuditRecord<'a> {
     pub ts: Timestamp,

@@ -173,7 +173,9 @@ impl CallParts {
     /// `requestState` and its key in `inputResponses`.
     ///
     /// Each removal copies the params once (they are immutable slices of the request), and
-    /// only when there is something to remove.
+    /// only when there is something to remove. `params` are the ones `self` was read from, so
+    /// the tokens found then say whether there is anything to look for: a call without one (every
+    /// read) is not walked again.
     pub fn strip_params(&self, params: Option<&mut RawJson>, redeemed: bool) {
         let Some(params) = params else { return };
         if redeemed {
@@ -187,12 +189,14 @@ impl CallParts {
                 };
             }
         }
-        if let Some(meta) = params.get("_meta").filter(RawJson::is_object)
+        if self.meta_token.is_some()
+            && let Some(meta) = params.get("_meta").filter(RawJson::is_object)
             && meta.get(TOKEN_META).is_some()
         {
             *params = params.with_member("_meta", &meta.without_member(TOKEN_META));
         }
         if self.token_argument_is_ours
+            && self.argument_token.is_some()
             && let Some(args) = params.get("arguments").filter(RawJson::is_object)
             && args.get(TOKEN_ARGUMENT).is_some()
         {

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# How far the gateway is from nginx, and how much of that any hyper proxy pays: peak req/s and
+# CPU per request of four targets on the same benchmark request, interleaved round by round so a
+# machine that speeds up or slows down moves all four alike.
+#
+#   bash bench/yardstick.sh           # prints one line per target and round, then medians
+#
+# Targets, each in front of the same upstream (nginx answering POST /mcp with
+# bench/upstream_response.json, as bench/run.sh's `direct`):
+#   direct    the upstream itself
+#   nginx     nginx `proxy_pass` with upstream keep-alive (the same nginx process as the upstream)
+#   floor     bench/floor: hyper's server and one hyper client connection, inspecting nothing
+#   gateway   countersign with bench/policy.yaml, full inspection, audit to /dev/null
+# Setup as run.sh's `pinned` scenario: everything under test on CPU 0 (one nginx worker, one tokio
+# worker), wrk -t1 -c64 on CPU 1. CPU per request is the target process's user+system time over
+# the requests answered; nginx's includes the upstream's share (they are one process), so
+# subtract direct's to compare it with the others.
+# Knobs: YARDSTICK_ROUNDS (3), YARDSTICK_SECONDS (5), BENCH_SKIP_BUILD=1.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH=$ROOT/bench
+ROUNDS=${YARDSTICK_ROUNDS:-3}
+SECONDS_PER_RUN=${YARDSTICK_SECONDS:-5}
+
+log() { printf '[yardstick] %s\n' "$*" >&2; }
+
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+[[ -x $NGINX ]] && command -v wrk >/dev/null || {
+    log "needs nginx and wrk (bench/run.sh installs them)"
+    exit 1
+}
+if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
+    (cd "$ROOT" && cargo build --release --bin countersign --quiet)
+    (cd "$BENCH/floor" && cargo build --release --quiet --target-dir "$ROOT/target/floor")
+fi
+FLOOR_BIN=$ROOT/target/floor/release/countersign-floor
+[[ -x $FLOOR_BIN ]] || FLOOR_BIN=$BENCH/floor/target/release/countersign-floor
+
+renice -n "${BENCH_NICE:--10}" -p $$ >/dev/null 2>&1 || true
+WORK=$(mktemp -d /tmp/countersign-yardstick.XXXXXX)
+chmod 755 "$WORK"
+PIDS=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# shellcheck source=bench/fixed_upstream.sh
+. "$BENCH/fixed_upstream.sh"
+UP=$(port)
+NX=$(port)
+FL=$(port)
+GW=$(port)
+write_fixed_upstream_conf "$UP"
+# The nginx proxy lives in the upstream's process, as a second server block.
+sed -i '$d' "$WORK/nginx.conf"
+cat >>"$WORK/nginx.conf" <<CONF
+    upstream mcp_upstream { server 127.0.0.1:$UP; keepalive 256; }
+    server {
+        listen 127.0.0.1:$NX;
+        location = /mcp {
+            proxy_pass http://mcp_upstream;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+CONF
+taskset -c 0 "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
+PIDS+=($!)
+NGINX_MASTER=$!
+taskset -c 0 env TOKIO_WORKER_THREADS=1 "$FLOOR_BIN" proxy "127.0.0.1:$FL" "127.0.0.1:$UP" \
+    >/dev/null 2>&1 &
+PIDS+=($!)
+FLOOR_PID=$!
+taskset -c 0 env -u RUST_LOG TOKIO_WORKER_THREADS=1 "$ROOT/target/release/countersign" serve \
+    --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GW" --admin off \
+    --policy "$BENCH/policy.yaml" >/dev/null 2>"$WORK/gateway.log" &
+PIDS+=($!)
+GATEWAY_PID=$!
+for p in "$UP" "$NX" "$FL" "$GW"; do wait_port "$p"; done
+NGINX_WORKER=$(pgrep -P "$NGINX_MASTER" | head -1)
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+declare -A port=([direct]=$UP [nginx]=$NX [floor]=$FL [gateway]=$GW)
+declare -A pid=([direct]=$NGINX_WORKER [nginx]=$NGINX_WORKER [floor]=$FLOOR_PID [gateway]=$GATEWAY_PID)
+declare -A rates cpus
+TARGETS=(direct nginx floor gateway)
+TICK_NS=$((1000000000 / $(getconf CLK_TCK)))
+
+for target in "${TARGETS[@]}"; do
+    taskset -c 1 wrk -t1 -c64 -d2s -s "$BENCH/tools_call.lua" "http://127.0.0.1:${port[$target]}/mcp" >/dev/null
+done
+for round in $(seq "$ROUNDS"); do
+    for target in "${TARGETS[@]}"; do
+        before=$(cpu_ticks "${pid[$target]}")
+        out=$(taskset -c 1 wrk -t1 -c64 -d"${SECONDS_PER_RUN}s" -s "$BENCH/tools_call.lua" \
+            "http://127.0.0.1:${port[$target]}/mcp")
+        after=$(cpu_ticks "${pid[$target]}")
+        if grep -q "Non-2xx" <<<"$out"; then
+            log "$target answered errors: $out"
+            exit 1
+        fi
+        rate=$(awk '/Requests\/sec/ {printf "%d", $2}' <<<"$out")
+        requests=$(awk '/requests in/ {print $1}' <<<"$out")
+        cpu=$(awk -v t=$((after - before)) -v ns="$TICK_NS" -v n="$requests" 'BEGIN {printf "%.1f", t * ns / n / 1000}')
+        printf 'round %s  %-8s %7s req/s  %5s µs CPU per request\n' "$round" "$target" "$rate" "$cpu"
+        rates[$target]+="$rate "
+        cpus[$target]+="$cpu "
+    done
+done
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+echo
+echo "| target | peak req/s (median of $ROUNDS) | CPU µs per request | × nginx |"
+echo "|---|---:|---:|---:|"
+nginx_rate=$(median <<<"${rates[nginx]}")
+for target in "${TARGETS[@]}"; do
+    rate=$(median <<<"${rates[$target]}")
+    printf '| %s | %s | %s | %s |\n' "$target" "$rate" "$(median <<<"${cpus[$target]}")" \
+        "$(awk -v a="$rate" -v b="$nginx_rate" 'BEGIN {printf "%.2f", a / b}')"
+done
