@@ -65,17 +65,19 @@ impl AuditSink {
     }
 
     pub fn record(&self, record: &AuditRecord<'_>) {
-        self.write(record);
-    }
-
-    /// Records a person's decision on the approval page.
-    pub fn record_page_decision(&self, record: &PageDecisionRecord<'_>) {
-        self.write(record);
-    }
-
-    fn write<T: Serialize>(&self, record: &T) {
         let Some(lines) = &self.lines else { return };
         let appended = lines.append(|buffer| record.write_json(buffer));
+        if let Err(error) = appended {
+            warn!(%error, "audit record could not be serialized");
+        }
+    }
+
+    /// Records a person's decision on the approval page. Rare (one per decision), so serde
+    /// writes it; the per-call records above have their own encoder.
+    pub fn record_page_decision(&self, record: &PageDecisionRecord<'_>) {
+        let Some(lines) = &self.lines else { return };
+        let appended = lines
+            .append(|buffer| serde_json::to_writer(buffer, record).map_err(std::io::Error::other));
         if let Err(error) = appended {
             warn!(%error, "audit record could not be serialized");
         }
