@@ -88,6 +88,13 @@ impl PageMetrics {
             .get()
     }
 
+    /// Webhook notifications counted so far with `outcome` (for tests).
+    pub fn webhooks(&self, outcome: &'static str) -> u64 {
+        self.webhooks
+            .get_or_create(&WebhookLabels { outcome })
+            .get()
+    }
+
     /// Refusals counted so far for `reason` (for tests).
     pub fn refusals(&self, reason: &'static str) -> u64 {
         self.refusals.get_or_create(&RefusalLabels { reason }).get()

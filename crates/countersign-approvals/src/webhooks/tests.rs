@@ -90,3 +90,104 @@ fn slack_notice_links_the_page_and_escapes_its_control_characters() {
     );
     assert!(!headers.iter().any(|(n, _)| *n == "x-countersign-signature"));
 }
+
+/// A webhook receiver on a free port: hands each request's head and body to the test, and
+/// answers only when the test says so, with the status it says.
+async fn receiver() -> (
+    url::Url,
+    tokio::sync::mpsc::Receiver<(
+        http::HeaderMap,
+        bytes::Bytes,
+        tokio::sync::oneshot::Sender<u16>,
+    )>,
+) {
+    use http_body_util::BodyExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = url::Url::parse(&format!(
+        "http://{}/hook",
+        listener.local_addr().expect("addr")
+    ))
+    .expect("url");
+    let (seen, requests) = tokio::sync::mpsc::channel(8);
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let seen = seen.clone();
+            let service =
+                hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                    let seen = seen.clone();
+                    async move {
+                        let (parts, body) = request.into_parts();
+                        let body = body.collect().await.expect("body").to_bytes();
+                        let (answer, status) = tokio::sync::oneshot::channel();
+                        let _ = seen.send((parts.headers, body, answer)).await;
+                        let status = status.await.unwrap_or(500);
+                        let mut response =
+                            http::Response::new(http_body_util::Full::new(bytes::Bytes::new()));
+                        *response.status_mut() =
+                            http::StatusCode::from_u16(status).expect("status");
+                        Ok::<_, std::convert::Infallible>(response)
+                    }
+                });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+            );
+        }
+    });
+    (url, requests)
+}
+
+#[tokio::test]
+async fn opened_request_is_posted_signed_without_waiting_for_the_hook() {
+    use countersign_proxy::approval::out_of_band::OutOfBand as _;
+    let (url, mut requests) = receiver().await;
+    let mut config = crate::testing::config();
+    config.webhooks = vec![WebhookConfig {
+        url,
+        ..hook(WebhookFormat::Json, false)
+    }];
+    let fx = crate::testing::fixture_with(config);
+    let ticket = fx
+        .page
+        .open(held_call("{}", Approvers::default()))
+        .await
+        .expect("open");
+    // `open` returned; the hook has the request and has not answered yet.
+    let (headers, body, answer) = requests.recv().await.expect("the hook is called");
+    let signature = headers["x-countersign-signature"].to_str().expect("ascii");
+    let t: u64 = signature
+        .strip_prefix("t=")
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|t| t.parse().ok())
+        .expect("a timestamp");
+    let mut mac = Hmac::<Sha256>::new_from_slice(b"hook-secret").expect("key");
+    mac.update(format!("{t}.").as_bytes());
+    mac.update(&body);
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        signature,
+        format!("t={t},v1={hex}"),
+        "the receiver's own check passes"
+    );
+    let notice: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(notice["url"], ticket.url.as_str());
+    let _ = answer.send(500);
+    // A second request: the failed first one was counted, not retried.
+    fx.page
+        .open(held_call("{}", Approvers::default()))
+        .await
+        .expect("open");
+    let (_, _, answer) = requests.recv().await.expect("the hook is called again");
+    assert_eq!(fx.page.metrics.webhooks("failed"), 1);
+    let _ = answer.send(204);
+}
