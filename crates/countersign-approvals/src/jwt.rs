@@ -61,6 +61,7 @@ pub struct JwksVerifier {
     jwks_uri: String,
     client: HttpClient,
     timeout: Duration,
+    min_refetch: Duration,
     cache: Mutex<Cache>,
 }
 
@@ -76,8 +77,16 @@ impl JwksVerifier {
             jwks_uri,
             client,
             timeout,
+            min_refetch: MIN_REFETCH,
             cache: Mutex::new(Cache::default()),
         }
+    }
+
+    /// Spaces refetches caused by unknown `kid`s by `interval` instead of [`MIN_REFETCH`].
+    #[must_use]
+    pub fn with_min_refetch(mut self, interval: Duration) -> Self {
+        self.min_refetch = interval;
+        self
     }
 
     /// A verifier over a fixed key set, never fetched (tests, static keys).
@@ -131,7 +140,7 @@ impl JwksVerifier {
         }
         let recently = cache
             .fetched_at
-            .is_some_and(|at| at.elapsed() < MIN_REFETCH);
+            .is_some_and(|at| at.elapsed() < self.min_refetch);
         if recently || self.jwks_uri.is_empty() {
             return Err(JwtError::UnknownKey);
         }

@@ -307,3 +307,6 @@ pub(crate) async fn callback<B>(
     }
     response
 }
+
+#[cfg(test)]
+mod tests;

@@ -152,3 +152,90 @@ async fn token_from_an_unknown_key_or_with_a_forged_signature_is_refused() {
         Err(JwtError::Invalid(_))
     ));
 }
+
+/// A JWKS endpoint on a free port serving whatever `keys` holds now, counting its fetches.
+async fn jwks_server(
+    keys: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    fetches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/jwks", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (keys, fetches) = (keys.clone(), fetches.clone());
+            let service = hyper::service::service_fn(
+                move |_request: http::Request<hyper::body::Incoming>| {
+                    fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let body = json!({ "keys": *keys.lock().expect("keys") }).to_string();
+                    async move {
+                        Ok::<_, std::convert::Infallible>(http::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from(body)),
+                        ))
+                    }
+                },
+            );
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+            );
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn rotated_key_is_fetched_once_and_unknown_kids_do_not_hammer_the_provider() {
+    let (old, old_jwk) = ed25519("old");
+    let (new, new_jwk) = ed25519("new");
+    let keys = std::sync::Arc::new(std::sync::Mutex::new(vec![old_jwk]));
+    let fetches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let url = jwks_server(keys.clone(), fetches.clone()).await;
+    let count = || fetches.load(std::sync::atomic::Ordering::SeqCst);
+
+    let rotating = JwksVerifier::new(
+        url.clone(),
+        crate::client::HttpClient::new(),
+        Duration::from_secs(5),
+    )
+    .with_min_refetch(Duration::ZERO);
+    rotating
+        .verify(&sign(&old, &claims(json!({}))), &expect("n-1"))
+        .await
+        .expect("old key");
+    assert_eq!(count(), 1, "fetched once, then cached");
+    rotating
+        .verify(&sign(&old, &claims(json!({}))), &expect("n-1"))
+        .await
+        .expect("cached");
+    assert_eq!(count(), 1);
+    keys.lock().expect("keys").push(new_jwk);
+    rotating
+        .verify(&sign(&new, &claims(json!({}))), &expect("n-1"))
+        .await
+        .expect("the rotated key");
+    assert_eq!(count(), 2, "an unknown kid fetched the set again");
+
+    let throttled = JwksVerifier::new(
+        url,
+        crate::client::HttpClient::new(),
+        Duration::from_secs(5),
+    );
+    throttled
+        .verify(&sign(&old, &claims(json!({}))), &expect("n-1"))
+        .await
+        .expect("old key");
+    let (stranger, _) = ed25519("stranger");
+    for _ in 0..5 {
+        let token = sign(&stranger, &claims(json!({})));
+        assert_eq!(
+            throttled.verify(&token, &expect("n-1")).await,
+            Err(JwtError::UnknownKey)
+        );
+    }
+    assert_eq!(count(), 3, "bogus kids within MIN_REFETCH cause no fetch");
+}
