@@ -109,9 +109,9 @@ impl Browser {
             .to_owned()
     }
 
-    /// The element matching `css`, waiting up to ten seconds for it to appear.
+    /// The element matching `css`, waiting up to thirty seconds for it to appear.
     pub async fn find(&self, css: &str) -> Element<'_> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let found = self
                 .command(
@@ -142,9 +142,9 @@ impl Browser {
     }
 
     /// The text of the element matching `css` once it reads `expected`, or what it reads after
-    /// ten seconds (pages change asynchronously after a click; the caller asserts).
+    /// thirty seconds (pages change asynchronously after a click; the caller asserts).
     pub async fn text_once(&self, css: &str, expected: &str) -> String {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let text = self.try_text(css).await;
             if text.as_deref() == Some(expected) || tokio::time::Instant::now() >= deadline {
