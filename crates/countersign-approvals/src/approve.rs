@@ -50,10 +50,20 @@ pub(crate) async fn show<B>(
             page.metrics.refused("expired");
             html_response(StatusCode::GONE, views::expired_page())
         }
-        Ok(Lookup::Decided(request, decision)) => html_response(
-            StatusCode::OK,
-            views::already_decided_page(&request, &decision),
-        ),
+        // Who decided what is only for the people who may decide it, like the call itself.
+        Ok(Lookup::Decided(request, decision)) => match refusal(&request, &approver) {
+            Some(why) => {
+                page.metrics.refused("not_allowed");
+                html_response(
+                    StatusCode::FORBIDDEN,
+                    views::not_allowed_page(&approver.user, why),
+                )
+            }
+            None => html_response(
+                StatusCode::OK,
+                views::already_decided_page(&request, &decision),
+            ),
+        },
         Ok(Lookup::Pending(request)) => match refusal(&request, &approver) {
             Some(why) => {
                 page.metrics.refused("not_allowed");
@@ -132,6 +142,13 @@ where
             return html_response(StatusCode::GONE, views::expired_page());
         }
         Ok(Lookup::Decided(request, decision)) => {
+            if let Some(why) = refusal(&request, &approver) {
+                page.metrics.refused("not_allowed");
+                return html_response(
+                    StatusCode::FORBIDDEN,
+                    views::not_allowed_page(&approver.user, why),
+                );
+            }
             page.metrics.refused("already_decided");
             return html_response(
                 StatusCode::CONFLICT,

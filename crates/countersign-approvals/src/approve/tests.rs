@@ -496,3 +496,29 @@ async fn wait_returns_as_soon_as_the_page_decides() {
         })
     );
 }
+
+#[tokio::test]
+async fn decided_request_is_not_shown_to_someone_who_may_not_decide_it() {
+    let fx = fixture();
+    let ticket = fx
+        .page
+        .open(held_call("{}", Approvers::default()))
+        .await
+        .expect("open");
+    let path = path_of(&ticket.url);
+    let (status, _) = approve_as(&fx, &path, "ada", "approve").await;
+    assert_eq!(status, StatusCode::OK);
+    let response = handle(&fx.page, get(&path, Some("mallory"), None), peer()).await;
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    let page = body_text(response).await;
+    assert!(
+        !page.contains("delete_note") && !page.contains("approved by"),
+        "{page}"
+    );
+    let response = handle(&fx.page, get(&path, Some("ada"), None), peer()).await;
+    assert!(
+        body_text(response)
+            .await
+            .contains("already approved by <strong>ada</strong>")
+    );
+}
