@@ -28,6 +28,11 @@ use crate::{approve, html, views};
 /// Largest form body the page reads (a CSRF token and a decision).
 pub(crate) const MAX_FORM_BYTES: usize = 8 << 10;
 
+/// Connections served at once; past it the accept loop waits (new connections queue in the
+/// listen backlog), so a flood cannot make the page hold unbounded memory. People, not
+/// programs, use the page: a thousand at once is far beyond any approval queue.
+const MAX_CONNECTIONS: usize = 1024;
+
 /// Serves the page on `listener` until `shutdown` resolves, then lets open connections finish
 /// for at most `drain`.
 pub async fn serve(
@@ -42,8 +47,16 @@ pub async fn serve(
         .header_read_timeout(Duration::from_secs(10))
         .max_buf_size(64 << 10);
     let graceful = GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::pin!(shutdown);
     loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_closed) => break,
+            },
+            () = &mut shutdown => break,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -67,6 +80,7 @@ pub async fn serve(
             if let Err(error) = connection.await {
                 debug!(%error, "approval page connection ended with an error");
             }
+            drop(slot);
         });
     }
     if tokio::time::timeout(drain, graceful.shutdown())
