@@ -277,6 +277,30 @@ impl RawJson {
         self.edit_members(key, Some(value))
     }
 
+    /// This object with each member kept, removed or replaced as `edit` says, in one walk;
+    /// `None` when `edit` kept every member, or this is not an object. For several edits of one
+    /// object, where a [`RawJson::with_member`] / [`RawJson::without_member`] each would walk
+    /// and copy it again. Keys are passed unescaped and written back as sent.
+    pub fn edit_each_member(
+        &self,
+        mut edit: impl FnMut(&str, &RawJson) -> MemberEdit,
+    ) -> Option<RawJson> {
+        let members = self.members()?;
+        let mut object = ObjectWriter::with_capacity(self.len());
+        let mut changed = false;
+        for (key, raw_key, value) in members.with_raw_keys() {
+            match edit(&key, &value) {
+                MemberEdit::Keep => object.push_raw_key(raw_key, value.as_bytes()),
+                MemberEdit::Remove => changed = true,
+                MemberEdit::Replace(new) => {
+                    changed = true;
+                    object.push_raw_key(raw_key, new.as_bytes());
+                }
+            }
+        }
+        changed.then(|| object.finish())
+    }
+
     fn edit_members(&self, key: &str, value: Option<&RawJson>) -> RawJson {
         let Some(members) = self.members() else {
             return self.clone();
@@ -301,6 +325,15 @@ impl RawJson {
         }
         object.finish()
     }
+}
+
+/// What [`RawJson::edit_each_member`] does with one member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberEdit {
+    Keep,
+    Remove,
+    /// The member keeps its key and place, with this value.
+    Replace(RawJson),
 }
 
 /// Where one member sits in its object's text (see [`RawJson::member_spans`]).

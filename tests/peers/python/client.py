@@ -29,7 +29,9 @@ apart from the upstream's own and records both, labelled, in the transcript.
 
 The confirm scripts drive a gateway's confirmation-token channel (they need the
 gateway in front of the notes upstream); they declare no elicitation capability,
-so the token in the tool result is the channel every gateway must offer.
+so the token in the tool result is the channel every gateway must offer. The
+approve-on-page script is such a host under a rule that needs a person: the
+call is approved on the gateway's approval page (by the test), never by it.
 
 Modes: `legacy` runs the initialize handshake (over Streamable HTTP a 2025-11-25
 session with Mcp-Session-Id, GET stream and a DELETE at the end; over the SSE
@@ -47,6 +49,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sys
 import time
@@ -79,7 +82,10 @@ CALL_TIMEOUT_SECONDS = 120.0
 CONFIRMATION_META = "countersign/confirmation"
 TOKEN_META = "countersign/confirmationToken"
 TOKEN_ARGUMENT = "confirmationToken"
-CONFIRM_SCRIPTS = ("confirm", "confirm-cross-session")
+CONFIRM_SCRIPTS = ("confirm", "confirm-cross-session", "approve-on-page")
+# How long approve-on-page waits for the page's decision, and how often it retries meanwhile.
+APPROVAL_WAIT_SECONDS = 60.0
+APPROVAL_POLL_SECONDS = 0.2
 # The gateway's own approval question (docs/wire-formats.md): recognised by its one
 # boolean field, or by how its message starts.
 GATEWAY_FIELD = "approve"
@@ -410,6 +416,10 @@ def confirmation_summary(
     }
     if "code" in found:
         summary["code"] = found["code"]
+    if "channel" in found:
+        summary["channel"] = found["channel"]
+    if "approvalUrl" in found:
+        summary["approvalUrlReturned"] = isinstance(found["approvalUrl"], str)
     token = found.get("confirmationToken")
     summary["tokenReturned"] = isinstance(token, str) and token.startswith("mcp_cf_")
     if found.get("status") == "requires_confirmation":
@@ -435,6 +445,8 @@ class ConfirmFlow:
 
     def __init__(self) -> None:
         self.steps: list[dict[str, Any]] = []
+        # The last confirmation object seen, whole (the transcript keeps only its summary).
+        self.last_confirmation: dict[str, Any] | None = None
 
     async def call(
         self,
@@ -473,6 +485,7 @@ class ConfirmFlow:
                 step["result"] = result_summary(result)
             else:
                 step["confirmation"] = confirmation_summary(name, arguments, result, found)
+                self.last_confirmation = found
                 candidate = found.get("confirmationToken")
                 new_token = candidate if isinstance(candidate, str) else None
         self.steps.append(step)
@@ -527,11 +540,41 @@ async def script_confirm_cross_session(session: Session, _args: argparse.Namespa
     session.steps = flow.steps
 
 
+async def script_approve_on_page(session: Session, args: argparse.Namespace) -> None:
+    """A host that cannot elicit, under a rule that needs a person: the call is held with a link
+    to the gateway's approval page, the token is refused as pending until someone approves there
+    (the test, as a person would), then runs once. The client never approves anything itself.
+
+    Writes {"approvalUrl": …} to --signal-file after the first pending retry, so the test
+    approves only once the pending refusal has been seen; then retries until the page decided."""
+    if not args.signal_file:
+        raise RuntimeError("--script approve-on-page needs --signal-file PATH")
+    flow = ConfirmFlow()
+    readme = {"name": "readme"}
+    token = await flow.call(session, "held", "delete_note", readme)
+    url = (flow.last_confirmation or {}).get("approvalUrl")
+    await flow.call(session, "pending", "delete_note", readme, token=token, token_in="argument")
+    with open(args.signal_file + ".tmp", "w", encoding="utf-8") as signal:
+        json.dump({"approvalUrl": url}, signal)
+    os.replace(args.signal_file + ".tmp", args.signal_file)
+    for _ in range(int(APPROVAL_WAIT_SECONDS / APPROVAL_POLL_SECONDS)):
+        await flow.call(session, "approved", "delete_note", readme, token=token, token_in="argument")
+        if flow.steps[-1].get("confirmation", {}).get("code") != "pending_approval":
+            break
+        # Still undecided: not a step of the transcript (how many there are depends on timing).
+        flow.steps.pop()
+        await asyncio.sleep(APPROVAL_POLL_SECONDS)
+    await flow.call(session, "replayed", "delete_note", readme, token=token, token_in="argument")
+    await flow.call(session, "audit", "audit_log", {})
+    session.steps = flow.steps
+
+
 SCRIPTS: dict[str, Callable[[Session, argparse.Namespace], Awaitable[None]]] = {
     "session": script_session,
     "call": script_call,
     "confirm": script_confirm,
     "confirm-cross-session": script_confirm_cross_session,
+    "approve-on-page": script_approve_on_page,
     "elicit": script_elicit,
 }
 
@@ -640,6 +683,7 @@ def main() -> int:
         "--upstream-answer", choices=UPSTREAM_ANSWERS, help="answer to every other question (default: --elicit)"
     )
     parser.add_argument("--no-elicitation", action="store_true", help="declare no elicitation capability")
+    parser.add_argument("--signal-file", help="approve-on-page: where to write the approval link once pending")
     args = parser.parse_args()
     if args.script == "call" and not args.tool:
         parser.error("--script call needs --tool NAME")

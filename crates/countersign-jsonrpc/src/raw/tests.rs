@@ -772,6 +772,38 @@ fn without_member_keeps_order_and_raw_keys() {
 }
 
 #[test]
+fn edit_each_member_edits_in_one_walk_and_copies_nothing_when_nothing_changes() {
+    use crate::MemberEdit;
+    let object = raw(r#"{"z":1, "a\u0062" : [2] ,"m":{"y":1}}"#);
+    let mut seen = Vec::new();
+    let edited = object.edit_each_member(|key, value| {
+        seen.push(key.to_owned());
+        match key {
+            "ab" => MemberEdit::Replace(raw(r#"{"new": "\u00e9"}"#)),
+            "m" => MemberEdit::Remove,
+            _ => {
+                assert_eq!(value.as_text(), "1");
+                MemberEdit::Keep
+            }
+        }
+    });
+    assert_eq!(seen, ["z", "ab", "m"], "keys unescaped, in order");
+    assert_eq!(
+        edited.map(|e| e.as_text().to_owned()).as_deref(),
+        Some(r#"{"z":1,"a\u0062":{"new": "\u00e9"}}"#)
+    );
+    assert_eq!(object.edit_each_member(|_, _| MemberEdit::Keep), None);
+    assert_eq!(
+        object
+            .edit_each_member(|_, _| MemberEdit::Remove)
+            .map(|e| e.as_text().to_owned())
+            .as_deref(),
+        Some("{}")
+    );
+    assert_eq!(raw("[1]").edit_each_member(|_, _| MemberEdit::Remove), None);
+}
+
+#[test]
 fn with_member_replaces_in_place_or_appends() {
     let object = raw(r#"{"z":1, "a\u0062" : [2] ,"m":{"y":1}}"#);
     let value = raw(r#"{"new": "\u00e9"}"#);

@@ -6,7 +6,7 @@ use countersign_jsonrpc::mcp::{
     META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
 };
 use countersign_jsonrpc::message::Request;
-use countersign_jsonrpc::{Kind, ObjectWriter, RawJson};
+use countersign_jsonrpc::{Kind, MemberEdit, ObjectWriter, RawJson};
 use countersign_policy::{Method, PinnedTool};
 
 use crate::error::ProxyError;
@@ -172,35 +172,45 @@ impl CallParts {
     /// (when ours) `arguments`, and — once an approval was redeemed — the gateway's
     /// `requestState` and its key in `inputResponses`.
     ///
-    /// Each removal copies the params once (they are immutable slices of the request), and
-    /// only when there is something to remove. `params` are the ones `self` was read from, so
-    /// the tokens found then say whether there is anything to look for: a call without one (every
-    /// read) is not walked again.
+    /// `params` are the ones `self` was read from, so the tokens found then say whether there
+    /// is anything to look for: a call without one (every read) is not walked again. Otherwise
+    /// the params are rewritten in one walk, and only when something was removed; every other
+    /// member is copied byte for byte.
     pub fn strip_params(&self, params: Option<&mut RawJson>, redeemed: bool) {
         let Some(params) = params else { return };
-        if redeemed {
-            *params = params.without_member("requestState");
-            if let Some(responses) = params.get("inputResponses").filter(RawJson::is_object) {
-                let responses = responses.without_member(APPROVAL_KEY);
-                *params = if responses.members().is_some_and(|mut m| m.next().is_none()) {
-                    params.without_member("inputResponses")
-                } else {
-                    params.with_member("inputResponses", &responses)
-                };
-            }
+        let strip_meta = self.meta_token.is_some();
+        let strip_argument = self.token_argument_is_ours && self.argument_token.is_some();
+        if !redeemed && !strip_meta && !strip_argument {
+            return;
         }
-        if self.meta_token.is_some()
-            && let Some(meta) = params.get("_meta").filter(RawJson::is_object)
-            && meta.get(TOKEN_META).is_some()
-        {
-            *params = params.with_member("_meta", &meta.without_member(TOKEN_META));
-        }
-        if self.token_argument_is_ours
-            && self.argument_token.is_some()
-            && let Some(args) = params.get("arguments").filter(RawJson::is_object)
-            && args.get(TOKEN_ARGUMENT).is_some()
-        {
-            *params = params.with_member("arguments", &args.without_member(TOKEN_ARGUMENT));
+        let without = |object: &RawJson, key: &str| {
+            object
+                .edit_each_member(|k, _| {
+                    if k == key {
+                        MemberEdit::Remove
+                    } else {
+                        MemberEdit::Keep
+                    }
+                })
+                .map(MemberEdit::Replace)
+                .unwrap_or(MemberEdit::Keep)
+        };
+        let stripped = params.edit_each_member(|key, value| match key {
+            "requestState" if redeemed => MemberEdit::Remove,
+            "inputResponses" if redeemed => match without(value, APPROVAL_KEY) {
+                MemberEdit::Replace(rest)
+                    if rest.members().is_some_and(|mut m| m.next().is_none()) =>
+                {
+                    MemberEdit::Remove
+                }
+                edit => edit,
+            },
+            "_meta" if strip_meta => without(value, TOKEN_META),
+            "arguments" if strip_argument => without(value, TOKEN_ARGUMENT),
+            _ => MemberEdit::Keep,
+        });
+        if let Some(stripped) = stripped {
+            *params = stripped;
         }
     }
 }
