@@ -10,6 +10,7 @@
 pub mod memory;
 pub mod session;
 pub mod tls;
+pub mod webdriver;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
