@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod memory;
+pub mod oidc;
 pub mod session;
 pub mod tls;
 pub mod webdriver;

@@ -370,3 +370,101 @@ async fn a_call_denied_on_the_page_runs_nothing() {
         "the upstream ran nothing: {transcript}"
     );
 }
+
+/// The whole path in a real browser: the gateway binary's own page with OpenID Connect login at
+/// a real provider, a rule naming the approvers by group, and the Python SDK client holding the
+/// call. Bob (group `sre`) logs in, sees the exact arguments and approves; the call runs once.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approver_in_the_browser_lets_a_real_clients_call_run_once() {
+    let page_port = free_port();
+    let page_url = format!("http://127.0.0.1:{page_port}");
+    let (_provider, issuer) =
+        countersign_e2e::oidc::start_provider(std::slice::from_ref(&page_url)).await;
+    let (_upstream, upstream_url) = start_python_upstream().await;
+    let policy = TempFile::new(
+        "policy.yaml",
+        "version: 1
+rules:
+  - id: deletes-need-an-sre
+    tools: [delete_note]
+    action: confirm
+    approval: out_of_band
+    approvers: { groups: [sre] }
+",
+    );
+    let client_secret = TempFile::new("oidc.secret", countersign_e2e::oidc::CLIENT_SECRET);
+    let config = format!(
+        "upstreams:
+  - name: notes
+    url: {upstream_url}
+policy: {policy}
+audit: {{ path: 'off' }}
+approvals:
+  listen: 127.0.0.1:{page_port}
+  public_url: {page_url}
+  auth:
+    oidc:
+      issuer: {issuer}
+      client_id: countersign
+      client_secret_file: {secret}
+      scopes: [openid, profile, groups]
+",
+        policy = policy.path_str(),
+        secret = client_secret.path_str(),
+    );
+    let (_gateway, url, _config) = start_gateway_with_config(&config, "/mcp", &[], &[]).await;
+
+    let signal = TempFile::new("approval.json", "");
+    std::fs::remove_file(signal.path()).expect("the client creates the signal file");
+    let client = {
+        let signal = signal.path_str().to_owned();
+        tokio::spawn(async move {
+            countersign_e2e::run_client(
+                Peer::PythonLegacy,
+                &url,
+                "approve-on-page",
+                &["--signal-file", &signal],
+            )
+            .await
+        })
+    };
+    for _ in 0..600 {
+        if signal.path().exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seen: Value =
+        serde_json::from_str(&std::fs::read_to_string(signal.path()).expect("signal"))
+            .expect("signal JSON");
+    let link = seen["approvalUrl"]
+        .as_str()
+        .expect("the held result gives the link");
+
+    let driver = countersign_e2e::webdriver::Driver::start().await;
+    let browser = driver.browser().await;
+    let heading = countersign_e2e::oidc::log_in_and_open(&browser, link, "bob").await;
+    assert_eq!(heading, "Approve this tool call?");
+    let shown = browser.text("#arguments").await;
+    assert!(shown.contains(r#""name": "readme""#), "{shown}");
+    browser.find("#approve").await.click().await;
+    assert_eq!(browser.text_once("main h1", "Approved").await, "Approved");
+    browser.quit().await;
+
+    let transcript = client.await.expect("client task");
+    assert_eq!(
+        step(&transcript, "pending")["confirmation"]["code"],
+        "pending_approval",
+        "{transcript}"
+    );
+    assert_eq!(
+        step(&transcript, "approved")["result"]["structuredContent"],
+        json!({"result": "deleted note 'readme'"}),
+        "{transcript}"
+    );
+    assert_eq!(
+        executed(&transcript),
+        json!([{"tool": "delete_note", "arguments": {"name": "readme"}}]),
+        "the upstream ran it exactly once: {transcript}"
+    );
+}
