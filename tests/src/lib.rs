@@ -8,8 +8,10 @@
 #![forbid(unsafe_code)]
 
 pub mod memory;
+pub mod oidc;
 pub mod session;
 pub mod tls;
+pub mod webdriver;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

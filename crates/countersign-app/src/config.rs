@@ -14,6 +14,7 @@ use countersign_proxy::config::{
 };
 use serde::Deserialize;
 
+pub mod approvals;
 mod legacy_paths;
 mod rate_limits;
 mod upstream;
@@ -73,6 +74,8 @@ pub struct RawConfig {
     /// Per-principal rate limits on tool calls, held calls and questions (token buckets).
     /// Default: only `questions` (30 a minute, burst 10).
     pub rate_limits: RawRateLimits,
+    /// The out-of-band approval page (docs/approval-page.md). Default: none.
+    pub approvals: Option<approvals::RawApprovals>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -160,6 +163,8 @@ pub struct Config {
     pub proxy: ProxyConfig,
     pub approval: ApprovalConfig,
     pub rate_limits: RateLimitsConfig,
+    /// The approval page, when `approvals:` is configured.
+    pub approvals: Option<approvals::ApprovalsConfig>,
 }
 
 /// Settings of the approval gate.
@@ -231,6 +236,9 @@ impl RawConfig {
             if file.is_relative() {
                 *file = base.join(&*file);
             }
+        }
+        if let Some(approvals) = &mut raw.approvals {
+            approvals.resolve_paths(base);
         }
         Ok(raw)
     }
@@ -399,7 +407,13 @@ impl RawConfig {
         let rate_limits = self
             .rate_limits
             .validate(&upstream_names, approval.redis.is_some())?;
+        let other_listeners: Vec<SocketAddr> = std::iter::once(listen).chain(admin).collect();
+        let approvals = self
+            .approvals
+            .map(|raw| raw.validate(&other_listeners))
+            .transpose()?;
         Ok(Config {
+            approvals,
             rate_limits,
             listen,
             admin,

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+mod approvals;
 pub mod config;
 pub mod live;
 mod probe;
@@ -45,6 +46,8 @@ const AUDIT_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 pub struct RunningGateway {
     pub addr: SocketAddr,
     pub admin_addr: Option<SocketAddr>,
+    /// The approval page's listener, when `approvals:` is configured.
+    pub approvals_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -70,7 +73,9 @@ impl RunningGateway {
 
         let mut registry = Registry::default();
         let metrics = ProxyMetrics::register(&mut registry);
-        let gateway = build_gateway(&config, metrics.clone()).await?;
+        let mut gateway = build_gateway(&config, metrics.clone()).await?;
+        let page = approvals::prepare(&config, &mut gateway, &mut registry).await?;
+        let approvals_addr = page.as_ref().and_then(|p| p.listener.local_addr().ok());
         let reloader = config
             .approval
             .policy_path
@@ -96,6 +101,20 @@ impl RunningGateway {
         info!(%addr, admin = ?admin_addr, "countersign is listening");
 
         let (stop, stopped) = oneshot::channel::<()>();
+        // The page stops accepting with the MCP listener and drains as long.
+        let (stop_page, page_stopped) = tokio::sync::watch::channel(false);
+        let page_task = page.map(|page| {
+            let mut page_stopped = page_stopped.clone();
+            let shutdown = async move {
+                let _ = page_stopped.wait_for(|stopped| *stopped).await;
+            };
+            tokio::spawn(countersign_approvals::serve(
+                page.listener,
+                page.page,
+                shutdown,
+                config.drain_timeout,
+            ))
+        });
         let listener_limits = countersign_proxy::ListenerLimits {
             limits: config.proxy.limits.clone(),
             connections: config.proxy.connections.clone(),
@@ -107,6 +126,7 @@ impl RunningGateway {
             let shutdown = async {
                 let _ = stopped.await;
                 readiness.set(false);
+                stop_page.send_replace(true);
             };
             let result =
                 countersign_proxy::serve(listener, service, &listener_limits, shutdown, drain)
@@ -115,6 +135,9 @@ impl RunningGateway {
             // upstreams (their whole process groups) and wait until they are gone.
             for route in &routes {
                 route.client.shutdown().await;
+            }
+            if let Some(task) = page_task {
+                let _ = task.await;
             }
             if let Some(task) = admin_task {
                 task.abort();
@@ -137,6 +160,7 @@ impl RunningGateway {
         Ok(Self {
             addr,
             admin_addr,
+            approvals_addr,
             stop: Some(stop),
             done,
         })
@@ -282,7 +306,7 @@ async fn rate_limits(
 }
 
 /// The URL without credentials, for logs and errors.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
             format!("{}***{}", &url[..scheme_end + 3], &url[at..])

@@ -49,5 +49,5 @@ pub use message::{
     EnvelopeError, Error, ErrorObject, Message, Notification, Payload, Request, RequestId,
     Response, error_response,
 };
-pub use raw::{Kind, MemberEdit, MemberSpan, ObjectWriter, RawJson};
+pub use raw::{Kind, MemberEdit, MemberSpan, ObjectWriter, RawJson, write_json_string};
 pub use strict::{ParseError, ParseLimits, parse_strict, parse_strict_with, validate_strict};

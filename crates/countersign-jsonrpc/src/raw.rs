@@ -19,6 +19,9 @@ use serde_json::Value;
 
 use crate::strict::{self, ParseError, ParseLimits};
 
+pub use escape::write_json_string;
+
+mod escape;
 #[cfg(test)]
 mod key_tests;
 mod scan;
@@ -65,7 +68,7 @@ impl RawJson {
     /// A JSON string holding `text`.
     pub fn string(text: &str) -> RawJson {
         let mut out = Vec::with_capacity(text.len() + 2);
-        serde_json::to_writer(&mut out, text).expect("a string always serializes");
+        write_json_string(&mut out, text);
         RawJson(fitted(out))
     }
 
@@ -372,8 +375,9 @@ impl ObjectWriter {
 
     /// Appends `key: value`. The caller keeps keys unique.
     pub fn push(&mut self, key: &str, value: &RawJson) {
-        let key = serde_json::to_vec(key).expect("a string always serializes");
-        self.push_raw_key(&key, value.as_bytes());
+        let mut raw_key = Vec::with_capacity(key.len() + 2);
+        write_json_string(&mut raw_key, key);
+        self.push_raw_key(&raw_key, value.as_bytes());
     }
 
     /// Appends `key: [{"type":"text","text":<text>}]`, an MCP content array of one text block,
@@ -381,7 +385,9 @@ impl ObjectWriter {
     pub fn push_text_content(&mut self, key: &str, text: &str) {
         const BEFORE: &[u8] = br#"[{"type":"text","text":"#;
         const AFTER: &[u8] = b"}]";
-        let key = serde_json::to_vec(key).expect("a string always serializes");
+        let mut key_text = Vec::with_capacity(key.len() + 2);
+        write_json_string(&mut key_text, key);
+        let key = key_text;
         let needed = key.len() + BEFORE.len() + text.len() + AFTER.len() + 4;
         self.open();
         self.out.reserve(needed);
@@ -391,7 +397,7 @@ impl ObjectWriter {
         self.out.extend_from_slice(&key);
         self.out.push(b':');
         self.out.extend_from_slice(BEFORE);
-        serde_json::to_writer(&mut self.out, text).expect("a string always serializes");
+        write_json_string(&mut self.out, text);
         self.out.extend_from_slice(AFTER);
     }
 

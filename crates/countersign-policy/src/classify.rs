@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::catalog::{Catalog, PinStatus, PinnedTool};
 use crate::condition::{Bound, Facts};
-use crate::model::{Action, Approval, Method, Principal, Risk, is_valid_tool_name};
+use crate::model::{Action, Approval, Method, Principal, Risk, RuleApprovers, is_valid_tool_name};
 use crate::policy::{Policy, Rule};
 use crate::summary::Scope;
 
@@ -55,6 +55,9 @@ pub struct Decision {
     pub ttl: Duration,
     /// The rule's `preview` object (`{"arguments": {…}}`), verbatim.
     pub preview: Option<Value>,
+    /// Who may decide the call on the approval page (the rule's `approvers:`/`four_eyes:`);
+    /// the default, the requester alone, when no rule decided.
+    pub approvers: RuleApprovers,
     /// Set when a `when:` condition could not be evaluated while deciding (naming the rule
     /// and the error); the decision was then taken fail-closed. For the audit log.
     pub condition_error: Option<String>,
@@ -163,6 +166,7 @@ impl Policy {
                 summary: None,
                 ttl: self.token_ttl,
                 preview: None,
+                approvers: RuleApprovers::default(),
                 condition_error: None,
             };
         }
@@ -284,6 +288,7 @@ impl Policy {
                 summary,
                 ttl: self.token_ttl,
                 preview: rule.preview.clone(),
+                approvers: rule.approvers.clone(),
                 condition_error: None,
             },
         )
@@ -306,6 +311,7 @@ impl Policy {
                 summary: None,
                 ttl: self.token_ttl,
                 preview: None,
+                approvers: RuleApprovers::default(),
                 condition_error: None,
             },
         )

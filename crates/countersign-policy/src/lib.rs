@@ -28,7 +28,7 @@ pub use catalog::{
 pub use classify::{CallFacts, DEFAULT_RULE, Decision, Explanation, INVALID_TOOL_NAME_RULE};
 pub use condition::MAX_CONDITION_VALUES;
 pub use error::PolicyError;
-pub use model::{Action, Approval, Method, Principal, Risk, is_valid_tool_name};
+pub use model::{Action, Approval, Method, Principal, Risk, RuleApprovers, is_valid_tool_name};
 pub use policy::{
     DEFAULT_TOKEN_TTL, Defaults, MAX_TOKEN_TTL, Policy, RESERVED_RULE_IDS, UpstreamSettings,
 };

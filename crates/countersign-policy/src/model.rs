@@ -82,6 +82,10 @@ pub enum Approval {
     Human,
     /// Only the confirmation-token channel.
     Token,
+    /// Only the gateway's own approval page, which the model cannot reach; refused when no
+    /// approval page is configured.
+    #[serde(rename = "out_of_band")]
+    OutOfBand,
 }
 
 impl Approval {
@@ -91,6 +95,7 @@ impl Approval {
             Approval::Any => "any",
             Approval::Human => "human",
             Approval::Token => "token",
+            Approval::OutOfBand => "out_of_band",
         }
     }
 }
@@ -99,6 +104,18 @@ impl fmt::Display for Approval {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Who may decide a call held out of band (`approvers:` and `four_eyes:` on a rule). The
+/// default names nobody, which means the requesting principal decides their own call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuleApprovers {
+    /// Principals that may decide (`approvers.users`).
+    pub users: Vec<String>,
+    /// Groups whose members may decide (`approvers.groups`).
+    pub groups: Vec<String>,
+    /// Forbid the requesting principal from deciding their own call. Default false.
+    pub four_eyes: bool,
 }
 
 /// The MCP methods a rule can match. Everything else is decided outside this crate.

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::condition::{CelEnv, Condition};
 use crate::error::PolicyError;
-use crate::model::{Action, Approval, Method, Risk};
+use crate::model::{Action, Approval, Method, Risk, RuleApprovers};
 use crate::summary::Template;
 
 /// `token_ttl` when the file does not set one.
@@ -67,6 +67,15 @@ struct RawRule {
     reason: Option<String>,
     summary: Option<String>,
     preview: Option<RawPreview>,
+    approvers: Option<RawApprovers>,
+    four_eyes: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApprovers {
+    users: Option<Vec<String>>,
+    groups: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -145,6 +154,8 @@ pub(crate) struct Rule {
     pub(crate) reason: Option<String>,
     pub(crate) summary: Option<Template>,
     pub(crate) preview: Option<Value>,
+    /// Who may decide the call when it goes to the approval page.
+    pub(crate) approvers: RuleApprovers,
 }
 
 impl Rule {
@@ -222,13 +233,14 @@ impl Policy {
             })
             .collect();
 
+        let approval = raw.approval.unwrap_or_default();
         let env = CelEnv::default();
         let raw_rules = raw.rules.unwrap_or_default();
         let mut rules = Vec::with_capacity(raw_rules.len());
         let mut ids: HashMap<String, usize> = HashMap::new();
         for (index, raw_rule) in raw_rules.into_iter().enumerate() {
             let position = index + 1;
-            let rule = compile_rule(&env, position, raw_rule)?;
+            let rule = compile_rule(&env, approval, position, raw_rule)?;
             if let Some(first) = ids.insert(rule.id.clone(), position) {
                 return Err(PolicyError::DuplicateRuleId {
                     id: rule.id,
@@ -241,7 +253,7 @@ impl Policy {
 
         Ok(Policy {
             defaults,
-            approval: raw.approval.unwrap_or_default(),
+            approval,
             token_ttl,
             upstreams,
             rules: Arc::from(rules),
@@ -317,7 +329,12 @@ fn parse_ttl(text: &str) -> Result<Duration, PolicyError> {
     Ok(ttl)
 }
 
-fn compile_rule(env: &CelEnv, position: usize, raw: RawRule) -> Result<Rule, PolicyError> {
+fn compile_rule(
+    env: &CelEnv,
+    policy_approval: Approval,
+    position: usize,
+    raw: RawRule,
+) -> Result<Rule, PolicyError> {
     let valid_id = !raw.id.is_empty()
         && raw
             .id
@@ -390,6 +407,10 @@ fn compile_rule(env: &CelEnv, position: usize, raw: RawRule) -> Result<Rule, Pol
         Value::Object(object)
     });
 
+    let approval = raw.approval.unwrap_or(policy_approval);
+    let approvers = compile_approvers(approval, raw.approvers, raw.four_eyes)
+        .map_err(|(field, reason)| refuse(field, reason))?;
+
     Ok(Rule {
         id,
         method: raw.method.unwrap_or_default(),
@@ -402,6 +423,67 @@ fn compile_rule(env: &CelEnv, position: usize, raw: RawRule) -> Result<Rule, Pol
         reason: raw.reason,
         summary,
         preview,
+        approvers,
+    })
+}
+
+/// `approvers:` and `four_eyes:` of a rule whose calls are approved as `approval` says.
+/// Refused when they could never apply (the token channel has no approver) or would leave
+/// nobody able to approve, so a mistake shows when the policy loads, not as calls that can
+/// never run.
+fn compile_approvers(
+    approval: Approval,
+    raw: Option<RawApprovers>,
+    four_eyes: Option<bool>,
+) -> Result<RuleApprovers, (&'static str, String)> {
+    if approval == Approval::Token {
+        if raw.is_some() {
+            return Err((
+                "approvers",
+                "the rule's approval is `token`, which has no approver; use `approval: \
+                 out_of_band` (or `human`/`any`) to name who approves"
+                    .into(),
+            ));
+        }
+        if four_eyes.is_some() {
+            return Err((
+                "four_eyes",
+                "the rule's approval is `token`, which has no approver; use `approval: \
+                 out_of_band` (or `human`/`any`)"
+                    .into(),
+            ));
+        }
+    }
+    let (users, groups) = match raw {
+        None => (Vec::new(), Vec::new()),
+        Some(raw) => (
+            raw.users.unwrap_or_default(),
+            raw.groups.unwrap_or_default(),
+        ),
+    };
+    if users
+        .iter()
+        .chain(&groups)
+        .any(|name| name.trim().is_empty())
+    {
+        return Err((
+            "approvers",
+            "an empty user or group name names nobody".into(),
+        ));
+    }
+    let four_eyes = four_eyes.unwrap_or(false);
+    if four_eyes && users.is_empty() && groups.is_empty() {
+        return Err((
+            "four_eyes",
+            "with no `approvers` users or groups only the requester may approve, and \
+             four_eyes forbids that: nobody could approve; name approvers"
+                .into(),
+        ));
+    }
+    Ok(RuleApprovers {
+        users,
+        groups,
+        four_eyes,
     })
 }
 

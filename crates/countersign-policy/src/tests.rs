@@ -1257,3 +1257,101 @@ fn a_shared_risk_only_ever_raises_a_pin() {
     );
     assert!(!catalog.raise("up", "missing", Risk::Unknown));
 }
+
+// ---------------------------------------------------------------------------------------
+// Out-of-band approval: `approval: out_of_band`, `approvers:`, `four_eyes:`
+
+#[test]
+fn out_of_band_approval_and_its_approvers_reach_the_decision() {
+    let p = policy(
+        "version: 1\nrules:\n  \
+         - { id: drops, tools: [cancel_order], action: confirm, approval: out_of_band,\n      \
+             approvers: { users: [carol], groups: [sre, dba] }, four_eyes: true }\n  \
+         - { id: orders, tools: [create_order], action: confirm, approval: out_of_band }\n",
+    );
+    let c = store_catalog();
+    let d = Call::tool("store", "cancel_order").classify(&p, &c);
+    assert_eq!(d.approval, Approval::OutOfBand);
+    assert_eq!(d.approval.as_str(), "out_of_band");
+    assert_eq!(
+        d.approvers,
+        RuleApprovers {
+            users: vec!["carol".into()],
+            groups: vec!["sre".into(), "dba".into()],
+            four_eyes: true,
+        }
+    );
+    let d = Call::tool("store", "create_order").classify(&p, &c);
+    assert_eq!(
+        d.approvers,
+        RuleApprovers::default(),
+        "no approvers: the requester alone decides, four eyes off"
+    );
+    let d = Call::tool("store", "adjust_stock").classify(&p, &c);
+    assert_eq!(d.approvers, RuleApprovers::default());
+    assert_eq!(
+        policy("version: 1\napproval: out_of_band\n").approval(),
+        Approval::OutOfBand
+    );
+    assert_eq!(
+        serde_json::to_value(Approval::OutOfBand).expect("serializes"),
+        json!("out_of_band")
+    );
+}
+
+#[test]
+fn approvers_on_a_human_or_any_rule_are_kept_for_when_it_goes_out_of_band() {
+    for approval in ["human", "any"] {
+        let p = policy(&format!(
+            "version: 1\nrules:\n  - {{ id: r, tools: [create_order], action: confirm, \
+             approval: {approval}, approvers: {{ groups: [sre] }} }}\n"
+        ));
+        let d = Call::tool("store", "create_order").classify(&p, &store_catalog());
+        assert_eq!(d.approvers.groups, vec!["sre".to_owned()], "{approval}");
+    }
+}
+
+#[test]
+fn approver_settings_that_could_never_work_are_refused_at_load() {
+    for (rule, expected) in [
+        (
+            "{ id: r, action: confirm, approval: out_of_band, four_eyes: true }",
+            "rule `r`: four_eyes: with no `approvers` users or groups only the requester may \
+             approve, and four_eyes forbids that: nobody could approve",
+        ),
+        (
+            "{ id: r, action: confirm, approval: out_of_band, four_eyes: true, \
+             approvers: { users: [], groups: [] } }",
+            "rule `r`: four_eyes: with no `approvers` users or groups",
+        ),
+        (
+            "{ id: r, action: confirm, approval: token, approvers: { users: [carol] } }",
+            "rule `r`: approvers: the rule's approval is `token`, which has no approver",
+        ),
+        (
+            "{ id: r, action: confirm, approval: token, four_eyes: false }",
+            "rule `r`: four_eyes: the rule's approval is `token`, which has no approver",
+        ),
+        (
+            "{ id: r, action: confirm, approvers: { groups: [''] } }",
+            "rule `r`: approvers: an empty user or group name names nobody",
+        ),
+    ] {
+        let err = load_error(&format!("version: 1\nrules:\n  - {rule}\n"));
+        assert!(
+            err.starts_with(expected),
+            "{rule}\n  got: {err}\n want: {expected}"
+        );
+    }
+    // A rule without its own approval inherits the policy's: `token` there has no approver.
+    let err = load_error(
+        "version: 1\napproval: token\nrules:\n  \
+         - { id: r, action: confirm, approvers: { users: [carol] } }\n",
+    );
+    assert!(err.starts_with("rule `r`: approvers: "), "{err}");
+    // An unknown key under `approvers` is a syntax error, not silently ignored.
+    let err = load_error(
+        "version: 1\nrules:\n  - { id: r, action: confirm, approvers: { user: [carol] } }\n",
+    );
+    assert!(err.contains("unknown field `user`"), "{err}");
+}

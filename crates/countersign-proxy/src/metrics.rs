@@ -65,6 +65,15 @@ pub struct InstanceExitLabels {
     pub cause: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutOfBandLabels {
+    /// How the link reached the person: `url_elicitation`, `form_elicitation`,
+    /// `input_required_url`, `input_required_form` or `held_result`.
+    pub link: &'static str,
+    /// `opened`, or `failed` (the approval page could not record it; the call was refused).
+    pub outcome: &'static str,
+}
+
 /// Catalog metrics are recorded per listing, not per request, so the upstream name is owned.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CatalogLabels {
@@ -77,6 +86,7 @@ pub struct ProxyMetrics {
     limit_hits: Family<LimitLabels, Counter>,
     rate_store_fallbacks: Family<RateStoreLabels, Counter>,
     sessions_forgotten: Counter,
+    out_of_band: Family<OutOfBandLabels, Counter>,
     upstream_latency: Family<UpstreamLabels, Histogram>,
     open_streams: Family<UpstreamLabels, Gauge>,
     legacy_sessions: Family<UpstreamLabels, Gauge>,
@@ -144,6 +154,12 @@ impl ProxyMetrics {
             "Sessions that could elicit, forgotten because the session book was full; their calls now get the token channel",
             sessions_forgotten.clone(),
         );
+        let out_of_band = Family::<OutOfBandLabels, Counter>::default();
+        registry.register(
+            "countersign_out_of_band_requests",
+            "Held calls opened on the approval page, by how the link reached the person and outcome",
+            out_of_band.clone(),
+        );
         let open_connections = Gauge::default();
         registry.register(
             "countersign_open_connections",
@@ -191,6 +207,7 @@ impl ProxyMetrics {
             limit_hits,
             rate_store_fallbacks,
             sessions_forgotten,
+            out_of_band,
             upstream_latency,
             open_streams,
             legacy_sessions,
@@ -240,6 +257,13 @@ impl ProxyMetrics {
     /// Counts eliciting sessions the full session book forgot.
     pub fn record_sessions_forgotten(&self, count: usize) {
         self.sessions_forgotten.inc_by(count as u64);
+    }
+
+    /// Counts one held call opened (or not) on the approval page.
+    pub fn record_out_of_band(&self, link: &'static str, outcome: &'static str) {
+        self.out_of_band
+            .get_or_create(&OutOfBandLabels { link, outcome })
+            .inc();
     }
 
     pub fn observe_upstream_latency(&self, upstream: &'static str, elapsed: Duration) {

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::Barrier;
 
-use crate::{AnswerHandover, Consumption, ReplayStore};
+use crate::{AnswerHandover, ApprovalBook, ApprovalEntry, Consumption, Decided, ReplayStore};
 
 /// How many tasks race for one `jti`.
 pub const RACERS: usize = 100;
@@ -303,5 +303,205 @@ pub async fn answers_go_only_to_their_own_key(handover: Arc<dyn AnswerHandover>)
         wait_b.await.expect("task completes"),
         Ok(None),
         "B receives nothing from A's answer"
+    );
+}
+
+/// Runs every [`ApprovalBook`] check.
+pub async fn run_all_book(book: Arc<dyn ApprovalBook>) {
+    created_request_reads_back_undecided(book.as_ref()).await;
+    duplicate_create_is_refused_and_keeps_the_first(book.as_ref()).await;
+    unknown_request_reads_as_gone_and_cannot_be_decided(book.as_ref()).await;
+    first_decision_wins_and_later_ones_report_it(book.as_ref()).await;
+    expired_request_is_gone_and_cannot_be_decided(book.as_ref()).await;
+    decision_made_before_the_wait_is_seen(book.as_ref()).await;
+    undecided_wait_times_out_pending(book.as_ref()).await;
+    wait_wakes_on_a_decision(Arc::clone(&book)).await;
+    concurrent_decisions_take_exactly_one(book).await;
+}
+
+pub async fn created_request_reads_back_undecided(book: &dyn ApprovalBook) {
+    let key = unique_key("book-create");
+    let expiry = far_expiry_ms();
+    book.create(&key, b"request \x00\xff".to_vec(), expiry)
+        .await
+        .expect("create");
+    assert_eq!(
+        book.read(&key).await,
+        Ok(Some(ApprovalEntry {
+            request: b"request \x00\xff".to_vec(),
+            expires_at_unix_ms: expiry,
+            decision: None,
+        })),
+        "a created request reads back with its exact bytes and expiry, undecided"
+    );
+    assert_eq!(
+        book.read(&format!("{key}x")).await,
+        Ok(None),
+        "keys are compared exactly"
+    );
+}
+
+pub async fn duplicate_create_is_refused_and_keeps_the_first(book: &dyn ApprovalBook) {
+    let key = unique_key("book-duplicate");
+    let expiry = far_expiry_ms();
+    book.create(&key, b"first".to_vec(), expiry)
+        .await
+        .expect("create");
+    assert!(
+        book.create(&key, b"second".to_vec(), expiry).await.is_err(),
+        "a second create under the same key is refused"
+    );
+    let entry = book.read(&key).await.expect("read").expect("still there");
+    assert_eq!(
+        entry.request,
+        b"first".to_vec(),
+        "the first request is kept"
+    );
+}
+
+pub async fn unknown_request_reads_as_gone_and_cannot_be_decided(book: &dyn ApprovalBook) {
+    let key = unique_key("book-unknown");
+    assert_eq!(book.read(&key).await, Ok(None));
+    assert_eq!(
+        book.decide(&key, b"approved".to_vec()).await,
+        Ok(Decided::Gone),
+        "an unknown request cannot be decided"
+    );
+    assert_eq!(
+        book.read(&key).await,
+        Ok(None),
+        "deciding an unknown request creates nothing"
+    );
+}
+
+pub async fn first_decision_wins_and_later_ones_report_it(book: &dyn ApprovalBook) {
+    let key = unique_key("book-decide");
+    book.create(&key, b"call".to_vec(), far_expiry_ms())
+        .await
+        .expect("create");
+    assert_eq!(
+        book.decide(&key, b"approved by ada".to_vec()).await,
+        Ok(Decided::First)
+    );
+    assert_eq!(
+        book.decide(&key, b"denied by bob".to_vec()).await,
+        Ok(Decided::Already(b"approved by ada".to_vec())),
+        "a second decision is refused and told the first"
+    );
+    let entry = book.read(&key).await.expect("read").expect("present");
+    assert_eq!(entry.decision, Some(b"approved by ada".to_vec()));
+    assert_eq!(
+        entry.request,
+        b"call".to_vec(),
+        "deciding keeps the request"
+    );
+}
+
+pub async fn expired_request_is_gone_and_cannot_be_decided(book: &dyn ApprovalBook) {
+    let key = unique_key("book-expired");
+    // An expiry in the past: the request is gone as soon as it is written.
+    book.create(&key, b"call".to_vec(), 1)
+        .await
+        .expect("create");
+    assert_eq!(book.read(&key).await, Ok(None));
+    assert_eq!(
+        book.decide(&key, b"approved".to_vec()).await,
+        Ok(Decided::Gone)
+    );
+    assert_eq!(book.wait(&key, ANSWER_TIMEOUT).await, Ok(None));
+}
+
+pub async fn decision_made_before_the_wait_is_seen(book: &dyn ApprovalBook) {
+    let key = unique_key("book-early");
+    book.create(&key, b"call".to_vec(), far_expiry_ms())
+        .await
+        .expect("create");
+    book.decide(&key, b"approved".to_vec())
+        .await
+        .expect("decide");
+    let entry = book
+        .wait(&key, ANSWER_TIMEOUT)
+        .await
+        .expect("wait")
+        .expect("present");
+    assert_eq!(entry.decision, Some(b"approved".to_vec()));
+}
+
+pub async fn undecided_wait_times_out_pending(book: &dyn ApprovalBook) {
+    let key = unique_key("book-timeout");
+    book.create(&key, b"call".to_vec(), far_expiry_ms())
+        .await
+        .expect("create");
+    let entry = book
+        .wait(&key, NO_ANSWER_TIMEOUT)
+        .await
+        .expect("wait")
+        .expect("present");
+    assert_eq!(entry.decision, None, "nobody decided");
+}
+
+pub async fn wait_wakes_on_a_decision(book: Arc<dyn ApprovalBook>) {
+    let key = unique_key("book-wake");
+    book.create(&key, b"call".to_vec(), far_expiry_ms())
+        .await
+        .expect("create");
+    let waiter = {
+        let (book, key) = (Arc::clone(&book), key.clone());
+        tokio::spawn(async move { book.wait(&key, Duration::from_secs(60)).await })
+    };
+    // Another key's decision does not end the wait with the wrong request.
+    let other = unique_key("book-wake-other");
+    book.create(&other, b"other".to_vec(), far_expiry_ms())
+        .await
+        .expect("create");
+    book.decide(&other, b"denied".to_vec())
+        .await
+        .expect("decide");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        book.decide(&key, b"approved".to_vec()).await,
+        Ok(Decided::First)
+    );
+    let entry = tokio::time::timeout(ANSWER_TIMEOUT, waiter)
+        .await
+        .expect("the waiter wakes well before its timeout")
+        .expect("task completes")
+        .expect("wait")
+        .expect("present");
+    assert_eq!(entry.decision, Some(b"approved".to_vec()));
+}
+
+pub async fn concurrent_decisions_take_exactly_one(book: Arc<dyn ApprovalBook>) {
+    let key: Arc<str> = Arc::from(unique_key("book-race"));
+    book.create(&key, b"call".to_vec(), far_expiry_ms())
+        .await
+        .expect("create");
+    let start = Arc::new(Barrier::new(RACERS));
+    let tasks: Vec<_> = (0..RACERS)
+        .map(|i| {
+            let (book, key, start) = (Arc::clone(&book), Arc::clone(&key), Arc::clone(&start));
+            tokio::spawn(async move {
+                start.wait().await;
+                (i, book.decide(&key, format!("by {i}").into_bytes()).await)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut reported = Vec::new();
+    for task in tasks {
+        match task.await.expect("decide task completes") {
+            (i, Ok(Decided::First)) => winners.push(format!("by {i}").into_bytes()),
+            (_, Ok(Decided::Already(first))) => reported.push(first),
+            (_, other) => panic!("concurrent decide failed: {other:?}"),
+        }
+    }
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one of {RACERS} decisions is taken"
+    );
+    assert!(
+        reported.iter().all(|first| *first == winners[0]),
+        "every other decider is told the one that was taken"
     );
 }

@@ -4,6 +4,7 @@
 //!   confirmed call is forwarded (docs/confirmation-token.md);
 //! - [`AnswerHandover`]: passing a human's elicitation answer from the request that received
 //!   it to the request holding the call (docs/wire-formats.md);
+//! - [`ApprovalBook`]: requests waiting for a person on the approval page, decided once;
 //! - [`PinShare`] and [`RateShare`]: pinned tool risks and rate-limit buckets that replicas
 //!   share;
 //! - the in-memory backends ([`MemoryReplayStore`], [`MemoryAnswerHandover`]), the Redis
@@ -21,6 +22,7 @@
 
 #![forbid(unsafe_code)]
 
+mod book;
 mod clock;
 mod handover;
 mod memory;
@@ -37,13 +39,16 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+pub use book::{ApprovalBook, ApprovalEntry, Decided, MemoryApprovalBook};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use handover::MemoryAnswerHandover;
 pub use memory::MemoryReplayStore;
 pub use pins::{LocalPins, PinShare, SharedPin};
 pub use rates::{BucketTake, RateDecision, RateShare};
 #[cfg(feature = "redis")]
-pub use redis_backend::{RedisAnswerHandover, RedisPinShare, RedisRateShare, RedisReplayStore};
+pub use redis_backend::{
+    RedisAnswerHandover, RedisApprovalBook, RedisPinShare, RedisRateShare, RedisReplayStore,
+};
 
 /// The outcome of recording a `jti`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

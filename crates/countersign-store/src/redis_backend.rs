@@ -6,6 +6,7 @@
 //! confirmation as a replay. Key layout, URL forms and the reasons for each rule are in the
 //! crate's README.
 
+mod book;
 mod endpoint;
 mod handover;
 mod pins;
@@ -23,6 +24,7 @@ use ::redis::{Cmd, FromRedisValue, RedisError};
 
 use crate::StoreError;
 
+pub use book::RedisApprovalBook;
 pub use handover::RedisAnswerHandover;
 pub use pins::RedisPinShare;
 pub use rates::RedisRateShare;

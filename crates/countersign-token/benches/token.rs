@@ -47,6 +47,7 @@ fn claims(ah: String) -> Claims {
         exp: 1_700_000_300,
         jti: new_jti(),
         st: None,
+        aid: None,
     }
 }
 

@@ -97,7 +97,7 @@ pub struct Claims {
     pub tdh: String,
     /// The policy rule that demanded confirmation.
     pub rule: String,
-    /// The approval channel (token, elicitation, input_required).
+    /// The approval channel (token, elicitation, input_required, approved, out_of_band).
     pub ch: String,
     /// Issued at, Unix seconds.
     pub iat: u64,
@@ -108,6 +108,10 @@ pub struct Claims {
     /// An upstream's own `requestState`, wrapped so it round-trips byte-exact (docs/wire-formats.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub st: Option<String>,
+    /// The id of the request on the gateway's approval page, for a token or `requestState`
+    /// of the `out_of_band` channel: redeeming it asks the page whether a person approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aid: Option<String>,
 }
 
 /// Time rules applied by [`verify`].

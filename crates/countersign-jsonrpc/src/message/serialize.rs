@@ -105,7 +105,7 @@ impl Message {
 
 fn write_method(out: &mut Vec<u8>, method: &str, params: Option<&RawJson>) {
     out.extend_from_slice(b",\"method\":");
-    write_json(out, method);
+    crate::raw::write_json_string(out, method);
     if let Some(params) = params {
         out.extend_from_slice(b",\"params\":");
         params.write_minified(out);

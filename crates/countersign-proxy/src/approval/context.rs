@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use countersign_jsonrpc::mcp::ProtocolVersion;
 use countersign_jsonrpc::message::Request;
-use countersign_policy::{Method, Principal};
+use countersign_policy::{Approval, Method, Principal};
 use countersign_token::{Claims, new_jti};
 use http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::{Value, json};
@@ -133,10 +133,12 @@ impl Gated {
     }
 
     /// The policy wants a person and this client cannot ask one. On 2026-07-28 that is the
-    /// protocol's `MissingRequiredClientCapability` (-32021, HTTP 400).
+    /// protocol's `MissingRequiredClientCapability` (-32021, HTTP 400) — except for an
+    /// `out_of_band` rule, which no client capability could satisfy (the approval page is
+    /// missing), so it is refused like any other call.
     pub(super) fn human_unavailable(&self) -> Answer {
         let code = RefusalCode::HumanApprovalUnavailable;
-        if self.stateless {
+        if self.stateless && self.judged.decision.approval != Approval::OutOfBand {
             return Answer::Error {
                 status: StatusCode::BAD_REQUEST,
                 code: MISSING_CAPABILITY_CODE,
@@ -175,6 +177,7 @@ impl Gated {
             exp: now + ttl,
             jti: new_jti(),
             st: None,
+            aid: None,
         };
         (claims, ttl)
     }
@@ -338,4 +341,7 @@ pub(super) enum Verdict {
     Answer(Answer),
     /// Ask the person on an SSE stream, then forward or refuse.
     Ask(super::elicitation::PendingQuestion),
+    /// Give the person the approval page's link on an SSE stream, wait for the page's
+    /// decision, then forward or refuse.
+    AskOutOfBand(super::oob_stream::PendingLink),
 }

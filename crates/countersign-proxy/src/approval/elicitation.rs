@@ -101,6 +101,11 @@ where
 {
     let (events, receiver) = mpsc::channel::<Bytes>(16);
     tokio::spawn(run(gated, pending, inner, events));
+    sse_response(receiver)
+}
+
+/// The SSE response a held call's stream task feeds through `receiver`.
+pub(super) fn sse_response(receiver: mpsc::Receiver<Bytes>) -> http::Response<ResponseBody> {
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver
             .recv()
@@ -262,7 +267,7 @@ async fn settle<S>(
 
 /// Approved: forward the call through the layers below and stream the upstream's answer on
 /// this same response.
-async fn forward<S>(
+pub(super) async fn forward<S>(
     gated: Gated,
     call: Request,
     audit: CallAudit,
@@ -455,19 +460,24 @@ fn session_id(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Hand-over key of the answer to a question.
-fn answer_key(session: &str, question_id: &str) -> String {
+pub(super) fn answer_key(session: &str, question_id: &str) -> String {
     format!("{session}\nanswer\n{question_id}")
 }
 
 /// Hand-over key of a held call's cancellation, which names only the call's id.
-fn cancel_key(session: &str, call_id: &RequestId) -> String {
+pub(super) fn cancel_key(session: &str, call_id: &RequestId) -> String {
     format!("{session}\ncancel\n{}", call_id.to_value())
 }
 
 /// A fresh question id, `countersign-<uuid>`: a random nonce bound, through the signing key, to
 /// the session, the call's id and its arguments hash, so it is unguessable, never repeats, and
 /// names the exact call it asks about in the audit trail.
-fn question_id(approvals: &Approvals, session: &str, call_id: &RequestId, ah: &str) -> String {
+pub(super) fn question_id(
+    approvals: &Approvals,
+    session: &str,
+    call_id: &RequestId,
+    ah: &str,
+) -> String {
     let nonce: [u8; 16] = rand_nonce();
     let mut input = Vec::with_capacity(session.len() + ah.len() + 64);
     for part in [
@@ -497,7 +507,7 @@ fn rand_nonce() -> [u8; 16] {
 
 /// One SSE `message` event, without an id: the gateway's events must never be mistaken for
 /// the upstream's resumable ones.
-fn event(message: &Value) -> Bytes {
+pub(super) fn event(message: &Value) -> Bytes {
     let mut out = Vec::new();
     SseEvent::message(&message.to_string()).encode(&mut out);
     Bytes::from(out)
@@ -505,7 +515,7 @@ fn event(message: &Value) -> Bytes {
 
 /// What the hand-over carries to a waiting question stream.
 #[derive(Debug)]
-enum Settlement {
+pub(super) enum Settlement {
     /// The client's JSON-RPC response to the question with this id, and who sent it.
     Answer {
         question_id: String,
@@ -535,7 +545,7 @@ impl Settlement {
         }
     }
 
-    fn decode(bytes: &[u8]) -> Option<Settlement> {
+    pub(super) fn decode(bytes: &[u8]) -> Option<Settlement> {
         let value = RawJson::parse_slice(bytes).ok()?;
         if value.get("cancelled").and_then(|c| c.as_bool()) == Some(true) {
             return Some(Settlement::Cancelled);

@@ -11,7 +11,7 @@ use super::channel::{self, Channel};
 use super::context::{Gated, Verdict};
 use super::redeem::bound_params_hash;
 use super::refusal::RefusalCode;
-use super::{elicitation, input_required, preview, token};
+use super::{elicitation, input_required, oob_request, preview, token};
 use crate::error::ProxyError;
 
 pub(super) async fn hold(gated: &Gated, call: Request) -> Verdict {
@@ -48,13 +48,20 @@ pub(super) async fn hold(gated: &Gated, call: Request) -> Verdict {
             Verdict::Answer(input_required::ask(gated, &arguments, ah, ph, preview))
         }
         Channel::Elicitation => elicitation::ask(gated, call, &arguments, ah, preview),
+        Channel::OutOfBand(link) => {
+            oob_request::hold(gated, call, link, &arguments, ah, ph, preview).await
+        }
     }
 }
 
 /// The `held` and `questions` rate limits, checked once a call would really be held and before
 /// its preview runs anything upstream.
 async fn admit_hold(gated: &Gated, channel: Channel) -> Result<(), Answer> {
-    let asks_person = matches!(channel, Channel::Elicitation | Channel::InputRequired);
+    // Out of band, every channel ends with a person asked on the approval page.
+    let asks_person = matches!(
+        channel,
+        Channel::Elicitation | Channel::InputRequired | Channel::OutOfBand(_)
+    );
     let limits = &gated.approvals.settings.rate_limits;
     let admission = limits.admit_hold(&gated.principal.id, gated.route.label, asks_person);
     admission.outcome().await.map_err(|hit| {

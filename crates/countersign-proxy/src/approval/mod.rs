@@ -13,6 +13,12 @@
 //! - `token` (any other client, or `approval: token`): a signed single-use token in the result,
 //!   which the model presents on the repeated call ([`token`]). `approval: human` refuses this
 //!   one.
+//! - `out_of_band` (`approval: out_of_band`, or `human` meeting a client that cannot elicit,
+//!   when the approval page is configured): a person decides on the gateway's own page; the
+//!   client only carries the link, as a URL or form question on the stream, an `input_required`,
+//!   or a held result with a token ([`oob_request`], [`oob_stream`]). Whatever carries the
+//!   outcome back, `oob:<id>` is consumed in the replay store before the call is forwarded, so
+//!   it runs once across replicas ([`oob_outcome`]).
 //!
 //! Redeeming a token or a `requestState` runs in a fixed order ([`redeem`]): verify the MAC →
 //! check the binding against this request → refuse unsafe numbers → consume the `jti` once →
@@ -31,6 +37,9 @@ mod held;
 mod hold;
 mod input_required;
 mod layer;
+mod oob_outcome;
+mod oob_request;
+mod oob_stream;
 pub mod out_of_band;
 mod preview;
 mod question;
@@ -70,6 +79,9 @@ pub mod channel_name {
     /// A `requestState` wrapping an upstream's own state after the person approved: the retry
     /// is forwarded without asking again.
     pub const APPROVED: &str = "approved";
+    /// The gateway's approval page: a person decides there, whatever carried the link (a URL
+    /// or form question, an `input_required`, a held result with a token).
+    pub const OUT_OF_BAND: &str = "out_of_band";
 }
 
 /// How often a waiting question stream sends a keep-alive.

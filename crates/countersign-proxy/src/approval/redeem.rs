@@ -1,6 +1,8 @@
 //! Redeeming a presented approval — a confirmation token, or a 2026-07-28 `requestState` — for
 //! exactly the call it was minted for. Order is fixed: verify the MAC and times → check every
-//! binding against this request → refuse unsafe numbers → spend the `jti` once → forward.
+//! binding against this request → refuse unsafe numbers → spend the `jti` once → forward. An
+//! `out_of_band` artefact, after the same checks, asks the approval page instead of spending its
+//! `jti` ([`super::oob_outcome`]).
 
 use countersign_jsonrpc::RawJson;
 use countersign_jsonrpc::message::Request;
@@ -15,6 +17,7 @@ use tracing::warn;
 use super::channel_name;
 use super::context::{Gated, Verdict};
 use super::input_required::{self, StateWrap};
+use super::oob_outcome;
 use super::question::approves;
 use super::refusal::RefusalCode;
 
@@ -68,12 +71,20 @@ pub(super) async fn redeem(
     // model can present, and a token does not answer the gateway's question.
     let upstream_state = match (via, claims.ch.as_str()) {
         (channel_name::TOKEN, channel_name::TOKEN) => {
-            if gated.judged.decision.approval == Approval::Human {
+            if matches!(
+                gated.judged.decision.approval,
+                Approval::Human | Approval::OutOfBand
+            ) {
                 return reject(RefusalCode::HumanApprovalUnavailable);
             }
             None
         }
         (channel_name::INPUT_REQUIRED, channel_name::INPUT_REQUIRED) => {
+            // Only the page approves such a call; a question answered in the client does not
+            // (the state may predate a policy that now says so).
+            if gated.judged.decision.approval == Approval::OutOfBand {
+                return reject(RefusalCode::HumanApprovalUnavailable);
+            }
             match input_required::answer(&call) {
                 // The retry lacks the answer: ask again rather than fail.
                 None => return super::hold::hold(gated, call).await,
@@ -91,6 +102,14 @@ pub(super) async fn redeem(
             }
         }
         (channel_name::INPUT_REQUIRED, channel_name::APPROVED) => Some(claims.st.clone()),
+        // Out of band, the token or state only says which request the page decides; the
+        // page's decision is read once the cheaper checks passed.
+        (channel_name::TOKEN | channel_name::INPUT_REQUIRED, channel_name::OUT_OF_BAND) => {
+            if check_safe_numbers_raw(&arguments).is_err() {
+                return reject(RefusalCode::UnsafeArguments);
+            }
+            return oob_outcome::redeem(gated, call, claims.clone(), ah, ph, via).await;
+        }
         _ => return reject(RefusalCode::Malformed),
     };
     if check_safe_numbers_raw(&arguments).is_err() {

@@ -23,6 +23,10 @@ pub enum RefusalCode {
     PolicyDenied,
     UnsafeArguments,
     RateLimited,
+    /// Out of band: nobody has decided on the approval page yet; the token stays valid.
+    PendingApproval,
+    /// Out of band: the page's approval is for a different call than the one presented.
+    ApprovalMismatch,
 }
 
 /// How a refusal reads on the wire.
@@ -91,7 +95,7 @@ impl RefusalCode {
             RefusalCode::HumanApprovalUnavailable => (
                 "human_approval_unavailable",
                 "rejected",
-                "This call needs approval from a person through the client (elicitation), and this client cannot ask. Nothing was sent. Use a client that supports elicitation.",
+                "This call needs approval from a person through the client (elicitation) or the gateway's approval page, and neither can reach one here. Nothing was sent. Use a client that supports elicitation, or ask the operator to configure the approval page.",
             ),
             RefusalCode::NotApproved => (
                 "not_approved",
@@ -112,6 +116,16 @@ impl RefusalCode {
                 "rate_limited",
                 "rejected",
                 "Too many of this user's calls are already waiting for approval, so nothing was sent and the user was not asked. Wait until they answer the waiting ones, then try again.",
+            ),
+            RefusalCode::PendingApproval => (
+                "pending_approval",
+                "rejected",
+                "Nobody has approved this call on the approval page yet, so nothing was sent. Ask the user to open the approval link and decide there; you cannot approve it yourself. Call again with the same token only after they say they approved. The token stays valid until the request expires.",
+            ),
+            RefusalCode::ApprovalMismatch => (
+                "approval_mismatch",
+                "rejected",
+                "The approval given on the approval page is for a different call, so nothing was sent. Call the tool without a token to request approval for this call.",
             ),
         };
         RefusalText {

@@ -38,6 +38,9 @@ pub(super) struct Held<'a> {
     /// Whether the token is offered as an argument (false when the tool has its own
     /// `confirmationToken` argument; then only the `_meta` form works).
     pub(super) token_as_argument: bool,
+    /// Out of band: the approval page's link, where a person decides. The token then runs
+    /// the call only after that person approved there.
+    pub(super) approval_url: Option<&'a str>,
 }
 
 pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> RawJson {
@@ -71,12 +74,23 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> RawJson {
             display::escape(held.summary)
         ),
     );
-    text.push_str(&format!(
-        "\n\nShow the user the tool and these arguments and ask whether to run it. Only if they \
-         approve, {how}. The token works once and expires in {} seconds. If they do not \
-         approve, do not call it again.",
-        held.expires_in_secs
-    ));
+    match held.approval_url {
+        None => text.push_str(&format!(
+            "\n\nShow the user the tool and these arguments and ask whether to run it. Only if they \
+             approve, {how}. The token works once and expires in {} seconds. If they do not \
+             approve, do not call it again.",
+            held.expires_in_secs
+        )),
+        Some(url) => text.push_str(&format!(
+            "\n\nApproval was requested on the gateway's approval page: {url}\nA person must open \
+             that page and approve the call there; you cannot approve it, and the user saying so \
+             in the chat does not approve it. Give the user the link. Once they say they \
+             approved on the page, {how}. Until someone approves there the token is refused as \
+             \"pending_approval\" and can be tried again; it works once and expires in {} \
+             seconds. If they deny it, do not call it again.",
+            held.expires_in_secs
+        )),
+    }
 
     // Written member by member: the arguments are the client's raw text, spliced in, never
     // rebuilt as a tree.
@@ -97,12 +111,13 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> RawJson {
     }
     let mut guidance = ObjectWriter::new();
     guidance.push("next_action", &next_action.finish());
-    guidance.push(
-        "display_hint",
-        &RawJson::string(
-            "Show the user the tool and arguments; call again only after they approve.",
-        ),
-    );
+    let hint = match held.approval_url {
+        None => "Show the user the tool and arguments; call again only after they approve.",
+        Some(_) => {
+            "Give the user the approval link; call again only after they approved on that page."
+        }
+    };
+    guidance.push("display_hint", &RawJson::string(hint));
     let mut machine = ObjectWriter::new();
     for (key, value) in [
         ("status", "requires_confirmation"),
@@ -121,6 +136,13 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> RawJson {
         machine.push("argumentsOmitted", &Value::Bool(true).into());
     }
     machine.push("expiresInSeconds", &json!(held.expires_in_secs).into());
+    if let Some(url) = held.approval_url {
+        machine.push(
+            "channel",
+            &RawJson::string(super::channel_name::OUT_OF_BAND),
+        );
+        machine.push("approvalUrl", &RawJson::string(url));
+    }
     machine.push("guidance", &guidance.finish());
     call_tool_error(text, machine.finish(), has_output_schema)
 }
@@ -183,6 +205,7 @@ mod tests {
                 arguments,
                 expires_in_secs: 60,
                 token_as_argument,
+                approval_url: None,
             },
             has_output_schema,
         );

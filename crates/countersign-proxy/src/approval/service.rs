@@ -13,7 +13,9 @@ use super::answer::{Answer, Asked};
 use super::cleared::Cleared;
 use super::context::{Gated, Subject, Verdict};
 use super::refusal::RefusalCode;
-use super::{Approvals, batch, channel_name, elicitation, hold, input_required, redeem};
+use super::{
+    Approvals, batch, channel_name, elicitation, hold, input_required, oob_stream, redeem,
+};
 use crate::audit::CallAudit;
 use crate::body::ResponseBody;
 use crate::classify::{Classification, Judged};
@@ -377,6 +379,10 @@ where
         Verdict::Ask(pending) => {
             metrics.record_request(label, asked.method, "asked");
             elicitation::stream(gated, pending, inner)
+        }
+        Verdict::AskOutOfBand(pending) => {
+            metrics.record_request(label, asked.method, "asked");
+            oob_stream::stream(gated, pending, inner)
         }
     }
 }

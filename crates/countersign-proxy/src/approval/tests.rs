@@ -46,14 +46,25 @@ impl Gateway {
     /// A gateway whose approval settings `adjust` changed.
     fn with_settings(adjust: impl FnOnce(&mut ApprovalSettings)) -> Self {
         let clock = Arc::new(ManualClock::at_unix_secs(1_800_000_000));
-        let mut settings = approval_settings(clock.clone());
-        adjust(&mut settings);
-        let approvals = Arc::new(Approvals::new(settings));
-        let policy = policy(
+        Self::with_policy(
+            clock,
             "token_ttl: 60s\n\
              rules:\n  \
              - { id: no-drops, tools: [drop_table], action: deny, reason: tables stay }\n",
-        );
+            adjust,
+        )
+    }
+
+    /// A gateway on `clock` under the policy `rules` (a policy file without its version line).
+    fn with_policy(
+        clock: Arc<ManualClock>,
+        rules: &str,
+        adjust: impl FnOnce(&mut ApprovalSettings),
+    ) -> Self {
+        let mut settings = approval_settings(clock.clone());
+        adjust(&mut settings);
+        let approvals = Arc::new(Approvals::new(settings));
+        let policy = policy(rules);
         let catalog = pinned_catalog(&[
             tool("list_products", true),
             tool("create_order", false),
@@ -593,3 +604,6 @@ async fn a_hold_past_the_held_limit_is_refused_with_429_while_reads_go_on() {
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(received.len(), 1, "reads are not held, so not limited");
 }
+
+mod fake_page;
+mod out_of_band;

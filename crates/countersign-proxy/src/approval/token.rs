@@ -20,13 +20,25 @@ pub(super) fn hold(
     preview: Option<&str>,
 ) -> Answer {
     let (token, ttl) = gated.issue(ah, ph, channel_name::TOKEN, "held");
+    held_answer(gated, arguments, &token, ttl, preview, None)
+}
+
+/// The held answer carrying `token`; out of band, also the approval page's link.
+pub(super) fn held_answer(
+    gated: &Gated,
+    arguments: &RawJson,
+    token: &str,
+    ttl: u64,
+    preview: Option<&str>,
+    approval_url: Option<&str>,
+) -> Answer {
     let mut summary = gated.summary();
     if let Some(preview) = preview {
         // Escaped with the rest of the summary when the result's text is written.
         summary.push_str(&format!("\nPreview (dry run): {preview}"));
     }
     let held = Held {
-        token: &token,
+        token,
         tool: gated.target(),
         upstream: gated.upstream(),
         risk: gated.judged.decision.risk.as_str(),
@@ -35,6 +47,7 @@ pub(super) fn hold(
         arguments,
         expires_in_secs: ttl,
         token_as_argument: gated.judged.call.token_argument_is_ours,
+        approval_url,
     };
     match gated.method() {
         Method::ToolsCall => Answer::Result(results::held(&held, gated.has_output_schema())),

@@ -3,9 +3,11 @@
 //! Every call writes one or two records, so their encoding is on the hot path: through serde's
 //! derived `Serialize`, a record cost about 3,700 instructions (a map entry, a key escape and a
 //! value escape per field), most of it for strings that need no escaping at all. Here the keys
-//! are literals and a string is copied in runs, stopping only at the bytes JSON requires to be
-//! escaped. The output is byte-for-byte what `serde_json` writes for the same record (same field
-//! order, same escapes, same skipped `None`s); the tests hold it to that.
+//! are literals and strings go through the JSON crate's run-copying string writer. The output
+//! is byte-for-byte what `serde_json` writes for the same record (same field order, same
+//! escapes, same skipped `None`s); the tests hold it to that.
+
+use countersign_jsonrpc::write_json_string as string;
 
 use super::sink::AuditRecord;
 
@@ -53,68 +55,6 @@ fn optional(out: &mut Vec<u8>, key: &str, value: Option<&str>) {
     if let Some(value) = value {
         field(out, key, value);
     }
-}
-
-/// `value` as a JSON string, escaped as `serde_json` escapes it: `"`, `\` and the C0 controls,
-/// with the short forms `\b \t \n \f \r` and `\u00XX` for the rest. Everything else, including
-/// DEL and all non-ASCII text, is copied as it is (the input is UTF-8 already).
-fn string(out: &mut Vec<u8>, value: &str) {
-    out.push(b'"');
-    let bytes = value.as_bytes();
-    let mut start = 0;
-    loop {
-        let at = next_escape(bytes, start);
-        out.extend_from_slice(&bytes[start..at]);
-        let Some(&byte) = bytes.get(at) else { break };
-        match byte {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\x08' => out.extend_from_slice(b"\\b"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\x0c' => out.extend_from_slice(b"\\f"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            _ => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(byte >> 4)]);
-                out.push(HEX[usize::from(byte & 0xf)]);
-            }
-        }
-        start = at + 1;
-    }
-    out.push(b'"');
-}
-
-/// The index of the first byte at or after `at` that must be escaped (`bytes.len()` if none).
-///
-/// Eight bytes at a time, as the JSON scanner skips strings: almost nothing in an audit line
-/// needs escaping, and a byte-at-a-time loop was most of the encoder's cost.
-fn next_escape(bytes: &[u8], mut at: usize) -> usize {
-    const ONES: u64 = u64::from_ne_bytes([1; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    // `word - n * ONES` borrows into the high bit of each byte below `n` (bytes of 0x80 and up
-    // keep theirs out through `!word`); the lowest flag is always a real one, since borrows
-    // only run upwards from it, and so is the lowest of the three terms' flags.
-    let below = |word: u64, n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
-    while let Some(chunk) = bytes.get(at..at + 8) {
-        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        let found = below(word, 0x20)
-            | below(word ^ (ONES * u64::from(b'"')), 1)
-            | below(word ^ (ONES * u64::from(b'\\')), 1);
-        if found != 0 {
-            return at + (found.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    while at < bytes.len() && !needs_escape(bytes[at]) {
-        at += 1;
-    }
-    at
-}
-
-fn needs_escape(byte: u8) -> bool {
-    byte < 0x20 || byte == b'"' || byte == b'\\'
 }
 
 #[cfg(test)]

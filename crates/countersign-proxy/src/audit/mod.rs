@@ -14,7 +14,7 @@ mod writer;
 pub use future::ResponseFuture;
 pub use layer::AuditLayer;
 pub use service::AuditOutcomes;
-pub use sink::{AuditRecord, AuditSink, Timestamp, timestamp};
+pub use sink::{AuditRecord, AuditSink, PageDecisionRecord, Timestamp, timestamp};
 
 use tokio::time::Instant;
 

@@ -72,6 +72,17 @@ impl AuditSink {
         }
     }
 
+    /// Records a person's decision on the approval page. Rare (one per decision), so serde
+    /// writes it; the per-call records above have their own encoder.
+    pub fn record_page_decision(&self, record: &PageDecisionRecord<'_>) {
+        let Some(lines) = &self.lines else { return };
+        let appended = lines
+            .append(|buffer| serde_json::to_writer(buffer, record).map_err(std::io::Error::other));
+        if let Err(error) = appended {
+            warn!(%error, "audit record could not be serialized");
+        }
+    }
+
     /// Waits until every record made so far is written, at most `timeout`: for a gateway that
     /// stops. False if the writer did not catch up in time.
     pub fn flush(&self, timeout: Duration) -> bool {
@@ -112,6 +123,31 @@ pub struct AuditRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     /// Minified: a record is one line.
     pub arguments: Option<&'a RawJson>,
+}
+
+/// One audit line per decision taken on the approval page (`event: page_decision`): who
+/// decided which held call, how, when, and from where.
+#[derive(Debug, Serialize)]
+pub struct PageDecisionRecord<'a> {
+    pub ts: Timestamp,
+    pub event: &'static str,
+    /// The approval request's id.
+    pub approval: &'a str,
+    /// The principal whose call it was.
+    pub principal: &'a str,
+    pub upstream: &'a str,
+    pub tool: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<&'a str>,
+    pub risk: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'a str>,
+    /// `approved` or `denied`.
+    pub decision: &'static str,
+    /// Who decided, as the page authenticated them.
+    pub approver: &'a str,
+    /// The client address the decision came from.
+    pub client_ip: &'a str,
 }
 
 /// An RFC 3339 UTC timestamp with milliseconds, `2026-11-30T12:21:36.789Z`: written into a

@@ -33,7 +33,10 @@ pub const INSTRUCTIONS: &str = "This server is behind countersign, a gateway tha
 calls until a person approves them. A held call returns a result with status \
 \"requires_confirmation\" and a confirmationToken: nothing was executed. Show the person the tool \
 and arguments; only if they approve, call the same tool again with the same arguments plus \
-\"confirmationToken\". Never invent or reuse a token, and do not retry a call the person declined.";
+\"confirmationToken\". Never invent or reuse a token, and do not retry a call the person declined. \
+Some calls can only be approved by a person on the gateway's approval page: then the result gives \
+the page's link. Give the person the link; you cannot approve such a call yourself, and the token \
+is refused as \"pending_approval\" until someone approves on the page.";
 
 /// What to change in one upstream response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,4 +9,4 @@ mod sessions;
 
 pub use catalog::CatalogState;
 pub use policy::PolicyHandle;
-pub use sessions::{SessionBook, SessionInfo, declares_form_elicitation};
+pub use sessions::{SessionBook, SessionInfo, declares_form_elicitation, declares_url_elicitation};

@@ -15,6 +15,9 @@ use tokio::time::Instant;
 const MAX_SESSIONS: usize = 100_000;
 /// A session unseen this long is forgotten.
 const IDLE: Duration = Duration::from_secs(24 * 3600);
+/// Longest `clientInfo.name` remembered: enough for any real client's name, and a bound on
+/// what a hostile one makes every session entry hold.
+const MAX_CLIENT_NAME_CHARS: usize = 128;
 
 #[derive(Debug, Clone)]
 pub struct SessionInfo {
@@ -22,6 +25,12 @@ pub struct SessionInfo {
     pub principal: String,
     /// The client declared form-mode elicitation in `initialize`.
     pub can_elicit: bool,
+    /// The client declared URL-mode elicitation (`elicitation.url`, 2025-11-25) in
+    /// `initialize`: it can send the person to the approval page.
+    pub can_elicit_url: bool,
+    /// `clientInfo.name` from `initialize`, escaped and cut to [`MAX_CLIENT_NAME_CHARS`]; shown
+    /// on the approval page as what the client calls itself (the client's claim, not proof).
+    pub client_name: Option<String>,
     last_seen: Instant,
 }
 
@@ -56,9 +65,16 @@ impl SessionBook {
         initialize_params: Option<&RawJson>,
         now: Instant,
     ) -> usize {
-        let can_elicit = initialize_params
-            .and_then(|p| p.get("capabilities"))
-            .is_some_and(|c| declares_form_elicitation(&c));
+        let capabilities = initialize_params.and_then(|p| p.get("capabilities"));
+        let can_elicit = capabilities.as_ref().is_some_and(declares_form_elicitation);
+        let can_elicit_url = capabilities.as_ref().is_some_and(declares_url_elicitation);
+        let client_name = initialize_params
+            .and_then(|p| p.get("clientInfo"))
+            .and_then(|info| info.get("name"))
+            .and_then(|name| name.as_str().map(|n| n.into_owned()))
+            .map(|name| {
+                crate::display::escape(&crate::display::truncate(&name, MAX_CLIENT_NAME_CHARS))
+            });
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let mut downgraded = 0;
         if sessions.len() >= self.capacity && !sessions.contains_key(session) {
@@ -71,7 +87,7 @@ impl SessionBook {
                     .map(|(k, _)| k.clone())
                 && let Some(evicted) = sessions.remove(&oldest)
             {
-                downgraded += usize::from(evicted.can_elicit);
+                downgraded += usize::from(evicted.can_elicit || evicted.can_elicit_url);
             }
         }
         sessions.insert(
@@ -79,6 +95,8 @@ impl SessionBook {
             SessionInfo {
                 principal: principal.to_owned(),
                 can_elicit,
+                can_elicit_url,
+                client_name,
                 last_seen: now,
             },
         );
@@ -121,6 +139,18 @@ pub fn declares_form_elicitation(capabilities: &RawJson) -> bool {
     form || !any
 }
 
+/// `capabilities.elicitation.url` present (2025-11-25 URL mode; never implied by `{}`).
+pub fn declares_url_elicitation(capabilities: &RawJson) -> bool {
+    capabilities
+        .get("elicitation")
+        .and_then(|modes| {
+            modes
+                .members()
+                .map(|mut m| m.any(|(mode, _)| mode == "url"))
+        })
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -148,6 +178,39 @@ mod tests {
         assert!(declares_form_elicitation(&spaced.expect("json")));
         let spaced = RawJson::parse_slice(br#"{ "elicitation" : { "url" : { } } }"#);
         assert!(!declares_form_elicitation(&spaced.expect("json")));
+    }
+
+    #[test]
+    fn url_elicitation_is_only_what_is_declared_by_name() {
+        assert!(declares_url_elicitation(
+            &json!({"elicitation": {"url": {}}}).into()
+        ));
+        assert!(declares_url_elicitation(
+            &json!({"elicitation": {"form": {}, "url": {}}}).into()
+        ));
+        assert!(!declares_url_elicitation(
+            &json!({"elicitation": {}}).into()
+        ));
+        assert!(!declares_url_elicitation(
+            &json!({"elicitation": {"form": {}}}).into()
+        ));
+        assert!(!declares_url_elicitation(&json!({"sampling": {}}).into()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_book_remembers_url_elicitation_and_the_client_name_escaped() {
+        let book = SessionBook::default();
+        let params: RawJson = json!({"capabilities": {"elicitation": {"url": {}}},
+                                     "clientInfo": {"name": "cli\u{202e}ent", "version": "1"}})
+        .into();
+        let now = SystemClock.now();
+        book.opened("s1", "ada", Some(&params), now);
+        let info = book.get("s1", "ada", now).expect("known");
+        assert!(info.can_elicit_url && !info.can_elicit);
+        assert_eq!(info.client_name.as_deref(), Some("cli\\u{202e}ent"));
+        book.opened("s2", "ada", None, now);
+        let info = book.get("s2", "ada", now).expect("known");
+        assert!(!info.can_elicit_url && info.client_name.is_none());
     }
 
     #[tokio::test(start_paused = true)]

@@ -2,6 +2,7 @@
 //! fault injection (stopped, restarted, full, read-only, paused), cross-replica hand-over,
 //! contention across store instances and Redis Cluster.
 
+mod book;
 mod rates;
 mod server;
 

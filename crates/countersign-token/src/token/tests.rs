@@ -39,6 +39,7 @@ fn claims() -> Claims {
         exp: 1_700_000_300,
         jti: "AAAAAAAAAAAAAAAAAAAAAA".into(),
         st: None,
+        aid: None,
     }
 }
 
