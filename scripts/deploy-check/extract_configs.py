@@ -5,12 +5,14 @@ For each OUT/manifests/NAME.yaml holding a ConfigMap with `gateway.yaml`, writes
 WORK/NAME/gateway.yaml and WORK/NAME/policy.yaml (the policy ConfigMap in the same file; a
 file whose policy ConfigMap is managed elsewhere gets none), WORK/NAME/signing-keys when the
 file has the keyring Secret (the chart's generated key), and prints WORK/NAME. A `redis:`
-section without `url` gets one, as COUNTERSIGN_REDIS_URL gives it in the pod.
+section without `url` gets one, as COUNTERSIGN_REDIS_URL gives it in the pod; the approval
+page's secret files get stand-ins.
 
 usage: extract_configs.py MANIFESTS_DIR WORK
 """
 
 import base64
+import os
 import pathlib
 import sys
 
@@ -27,6 +29,20 @@ for path in sorted(manifests.glob("*.yaml")):
         config["redis"]["url"] = "redis://redis.invalid:6379"
     out = work / path.stem
     out.mkdir(parents=True, exist_ok=True)
+    # The approval page's secrets (link key, OIDC client secret, webhook keys) are files the pod
+    # mounts from Secrets: point them at stand-ins, 32 random bytes in base64 each.
+    def stand_in(section):
+        for key, value in list(section.items()) if isinstance(section, dict) else []:
+            if key.endswith("_file") and isinstance(value, str):
+                stand = out / f"stand-in-{pathlib.PurePosixPath(value).name}"
+                stand.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
+                section[key] = str(stand)
+            elif isinstance(value, dict):
+                stand_in(value)
+            elif isinstance(value, list):
+                for item in value:
+                    stand_in(item)
+    stand_in(config.get("approvals", {}))
     (out / "gateway.yaml").write_text(yaml.safe_dump(config))
     policy_name = pathlib.PurePosixPath(config.get("policy", "policy.yaml")).name
     policy = next((c["data"][policy_name] for c in configs if policy_name in c.get("data", {})), None)

@@ -17,8 +17,9 @@ ports:
   - name: approvals
     containerPort: {{ . }}
   {{- end }}
-{{- if include "countersign.redisEnabled" . }}
+{{- if or (include "countersign.redisEnabled" .) .Values.extraEnv }}
 env:
+  {{- if include "countersign.redisEnabled" . }}
   # A Secret, since the URL may carry a password. The gateway does not pass COUNTERSIGN_*
   # variables on to stdio upstreams.
   - name: COUNTERSIGN_REDIS_URL
@@ -26,6 +27,10 @@ env:
       secretKeyRef:
         name: {{ include "countersign.redisSecret" . }}
         key: {{ .Values.redis.key }}
+  {{- end }}
+  {{- with .Values.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end }}
 lifecycle:
   preStop:
@@ -71,6 +76,9 @@ volumeMounts:
     readOnly: true
   - name: countersign-tmp
     mountPath: /tmp
+  {{- with .Values.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end }}
 
 {{- define "countersign.volumes" -}}
@@ -88,6 +96,9 @@ volumeMounts:
 - name: countersign-tmp
   emptyDir:
     sizeLimit: 64Mi
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* Pod-level settings both modes share. */}}
