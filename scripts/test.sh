@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's one test command (CI runs it through .ci/run):
 # install the test tools, prove the MCP peers work, then format check, lints,
-# build the binaries the end-to-end tests spawn, and run every test.
+# build the binaries the end-to-end tests spawn, check the image and the Kubernetes manifests
+# built from them (scripts/deploy-check.sh), and run every test.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,6 +33,10 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo build --bins"
 cargo build --workspace --bins
+
+# The image is built from the binary just compiled, not compiled again.
+step "deploy checks (image, kustomize, Helm chart)"
+bash scripts/deploy-check.sh target/debug/countersign
 
 step "cargo test"
 cargo test --workspace

@@ -82,6 +82,9 @@ pub struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub struct RawRedis {
     /// `redis://host:6379`, `rediss://…` (TLS), or `redis-cluster://h1:6379,h2:6379`.
+    /// Required, but may come from `--redis` / `COUNTERSIGN_REDIS_URL` instead, so a URL that
+    /// carries a password can live in a Kubernetes Secret while the rest stays in the file.
+    #[serde(default)]
     pub url: String,
     /// Prefix of every key, so several deployments can share one Redis. Default `countersign`.
     #[serde(default)]
@@ -365,7 +368,13 @@ impl RawConfig {
         approval.redis = match self.redis {
             None => None,
             Some(raw) => Some(RedisConfig {
-                url: raw.url,
+                url: {
+                    ensure!(
+                        !raw.url.is_empty(),
+                        "redis.url is not set: give it in the file, with --redis or in COUNTERSIGN_REDIS_URL"
+                    );
+                    raw.url
+                },
                 namespace: raw.namespace.unwrap_or_else(|| "countersign".to_owned()),
                 command_timeout: duration(
                     raw.command_timeout.as_deref(),

@@ -100,8 +100,13 @@ struct ServeArgs {
     #[arg(long, value_name = "PATH|-|off")]
     audit: Option<String>,
     /// Redis shared by all replicas (`redis://`, `rediss://`, `redis-cluster://h1,h2`): spent
-    /// confirmations, elicitation answers and pinned risks.
-    #[arg(long, value_name = "URL")]
+    /// confirmations, elicitation answers and pinned risks. Replaces the file's `redis.url`.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "COUNTERSIGN_REDIS_URL",
+        hide_env_values = true
+    )]
     redis: Option<String>,
     /// Log format: text or json.
     #[arg(long, value_name = "FORMAT")]

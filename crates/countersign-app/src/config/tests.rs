@@ -212,6 +212,31 @@ fn flags_override_the_file() {
 }
 
 #[test]
+fn redis_url_may_come_from_the_flag_while_the_file_sets_the_rest() {
+    let yaml = "upstreams:\n  - url: http://127.0.0.1:1/mcp\nredis:\n  namespace: team-a\n";
+    let refused = validate(yaml).expect_err("no url anywhere");
+    assert!(
+        format!("{refused:#}").contains("redis.url is not set"),
+        "{refused:#}"
+    );
+
+    let mut raw = RawConfig::from_yaml(yaml).expect("yaml");
+    // What COUNTERSIGN_REDIS_URL (a Kubernetes Secret) arrives as: the --redis flag.
+    raw.apply(Overrides {
+        redis: Some("redis://:secret@redis:6379".into()),
+        ..Overrides::default()
+    });
+    let redis = raw
+        .validate()
+        .expect("valid")
+        .approval
+        .redis
+        .expect("redis");
+    assert_eq!(redis.url, "redis://:secret@redis:6379");
+    assert_eq!(redis.namespace, "team-a");
+}
+
+#[test]
 fn wildcard_hosts_allow_any_host_and_public_listeners_default_to_any() {
     let config =
         validate("listen: 0.0.0.0:8080\nupstreams:\n  - url: http://x/mcp\n").expect("valid");
