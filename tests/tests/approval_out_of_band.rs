@@ -149,6 +149,53 @@ fn csrf_of(html: &str) -> String {
     html[at..].split('"').next().expect("csrf value").to_owned()
 }
 
+/// The Python SDK client, a host that cannot elicit, running `approve-on-page` against a
+/// gateway: it holds `delete_note readme`, presents the token once (refused as pending), then
+/// retries until the page decides.
+struct PendingClient {
+    task: tokio::task::JoinHandle<Value>,
+    signal: TempFile,
+}
+
+impl PendingClient {
+    fn start(url: String) -> Self {
+        let signal = TempFile::new("approval.json", "");
+        std::fs::remove_file(signal.path()).expect("the client creates the signal file");
+        let path = signal.path_str().to_owned();
+        let task = tokio::spawn(async move {
+            countersign_e2e::run_client(
+                Peer::PythonLegacy,
+                &url,
+                "approve-on-page",
+                &["--signal-file", &path],
+            )
+            .await
+        });
+        Self { task, signal }
+    }
+
+    /// Waits until the client has seen its token refused as pending, and returns the approval
+    /// link its held result gave.
+    async fn link(&self) -> String {
+        for _ in 0..600 {
+            if self.signal.path().exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let text = std::fs::read_to_string(self.signal.path()).expect("the client signalled");
+        let seen: Value = serde_json::from_str(&text).expect("signal JSON");
+        seen["approvalUrl"]
+            .as_str()
+            .expect("the held result gives the link")
+            .to_owned()
+    }
+
+    async fn transcript(self) -> Value {
+        self.task.await.expect("client task")
+    }
+}
+
 /// Two replicas on one Redis in front of a fresh notes store, and the Python SDK client (a host
 /// that cannot elicit) holding `delete_note readme` on replica A and waiting for the page.
 struct HeldDelete {
@@ -156,7 +203,7 @@ struct HeldDelete {
     link_b: String,
     /// Replica B's page origin, which its form posts carry.
     origin_b: String,
-    client: tokio::task::JoinHandle<Value>,
+    client: PendingClient,
     _processes: Vec<countersign_e2e::Process>,
     _files: Vec<TempFile>,
     _redis: RedisServer,
@@ -199,20 +246,7 @@ impl HeldDelete {
         let (gateway_b, _url_b, config_b) =
             start_gateway_with_config(&config(page_b), "/mcp", &[], &envs).await;
 
-        let signal = TempFile::new("approval.json", "");
-        std::fs::remove_file(signal.path()).expect("the client creates the signal file");
-        let client = {
-            let signal = signal.path_str().to_owned();
-            tokio::spawn(async move {
-                countersign_e2e::run_client(
-                    Peer::PythonLegacy,
-                    &url_a,
-                    "approve-on-page",
-                    &["--signal-file", &signal],
-                )
-                .await
-            })
-        };
+        let client = PendingClient::start(url_a);
 
         // The person hears of the request from the webhook, not from the model.
         let notice = tokio::time::timeout(Duration::from_secs(60), receive_webhook(&webhooks))
@@ -232,17 +266,9 @@ impl HeldDelete {
             "{link_a}"
         );
         // Decide only once the client has seen its token refused as pending.
-        for _ in 0..600 {
-            if signal.path().exists() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let seen: Value =
-            serde_json::from_str(&std::fs::read_to_string(signal.path()).expect("signal"))
-                .expect("signal JSON");
         assert_eq!(
-            seen["approvalUrl"], link_a,
+            client.link().await,
+            link_a,
             "the held result names the same link"
         );
 
@@ -252,7 +278,7 @@ impl HeldDelete {
             origin_b: format!("http://127.0.0.1:{page_b}"),
             client,
             _processes: vec![upstream, gateway_a, gateway_b],
-            _files: vec![policy, secret, signal, config_a, config_b],
+            _files: vec![policy, secret, config_a, config_b],
             _redis: redis,
         }
     }
@@ -290,7 +316,7 @@ impl HeldDelete {
     }
 
     async fn transcript(self) -> Value {
-        self.client.await.expect("client task")
+        self.client.transcript().await
     }
 }
 
@@ -414,36 +440,12 @@ approvals:
     );
     let (_gateway, url, _config) = start_gateway_with_config(&config, "/mcp", &[], &[]).await;
 
-    let signal = TempFile::new("approval.json", "");
-    std::fs::remove_file(signal.path()).expect("the client creates the signal file");
-    let client = {
-        let signal = signal.path_str().to_owned();
-        tokio::spawn(async move {
-            countersign_e2e::run_client(
-                Peer::PythonLegacy,
-                &url,
-                "approve-on-page",
-                &["--signal-file", &signal],
-            )
-            .await
-        })
-    };
-    for _ in 0..600 {
-        if signal.path().exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let seen: Value =
-        serde_json::from_str(&std::fs::read_to_string(signal.path()).expect("signal"))
-            .expect("signal JSON");
-    let link = seen["approvalUrl"]
-        .as_str()
-        .expect("the held result gives the link");
+    let client = PendingClient::start(url);
+    let link = client.link().await;
 
     let driver = countersign_e2e::webdriver::Driver::start().await;
     let browser = driver.browser().await;
-    let heading = countersign_e2e::oidc::log_in_and_open(&browser, link, "bob").await;
+    let heading = countersign_e2e::oidc::log_in_and_open(&browser, &link, "bob").await;
     assert_eq!(heading, "Approve this tool call?");
     let shown = browser.text("#arguments").await;
     assert!(shown.contains(r#""name": "readme""#), "{shown}");
@@ -451,7 +453,7 @@ approvals:
     assert_eq!(browser.text_once("main h1", "Approved").await, "Approved");
     browser.quit().await;
 
-    let transcript = client.await.expect("client task");
+    let transcript = client.transcript().await;
     assert_eq!(
         step(&transcript, "pending")["confirmation"]["code"],
         "pending_approval",
