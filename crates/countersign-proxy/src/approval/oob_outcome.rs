@@ -7,7 +7,7 @@
 //! another call's binding — refuses and forwards nothing.
 
 use countersign_jsonrpc::message::Request;
-use countersign_store::{Consumption, StoreError};
+use countersign_store::StoreError;
 use countersign_token::Claims;
 use tracing::warn;
 
@@ -56,28 +56,7 @@ pub(super) async fn consume(
     id: &str,
     expires_at: u64,
 ) -> Result<(), RefusalCode> {
-    let started = settings.clock.now();
-    let expires_at_ms = (expires_at + settings.leeway_secs + 1) * 1000;
-    let consumed = settings
-        .store
-        .consume(&format!("oob:{id}"), expires_at_ms)
-        .await;
-    let outcome = match &consumed {
-        Ok(Consumption::First) => "consumed",
-        Ok(Consumption::AlreadySpent) => "replayed",
-        Err(_) => "error",
-    };
-    settings
-        .metrics
-        .observe_store(outcome, settings.clock.now().duration_since(started));
-    match consumed {
-        Ok(Consumption::First) => Ok(()),
-        Ok(Consumption::AlreadySpent) => Err(RefusalCode::Replayed),
-        Err(error) => {
-            warn!(%error, "replay store failed; refusing the approved call");
-            Err(RefusalCode::StoreUnavailable)
-        }
-    }
+    super::redeem::spend_once(settings, &format!("oob:{id}"), expires_at).await
 }
 
 /// Redeems a verified, bound `out_of_band` token or `requestState` (`via` says which) whose

@@ -14,12 +14,12 @@ use countersign_token::{
 };
 use tracing::warn;
 
-use super::channel_name;
 use super::context::{Gated, Verdict};
 use super::input_required::{self, StateWrap};
 use super::oob_outcome;
 use super::question::approves;
 use super::refusal::RefusalCode;
+use super::{ApprovalSettings, channel_name};
 
 /// Redeems `presented` (arriving through channel `via`) for `call`.
 pub(super) async fn redeem(
@@ -162,10 +162,21 @@ pub(super) fn bound_params_hash(gated: &Gated) -> Result<Option<String>, ()> {
 
 /// Spends the approval's `jti` in the replay store, once.
 async fn spend(gated: &Gated, claims: &Claims) -> Result<(), RefusalCode> {
-    let settings = &gated.approvals.settings;
-    let expires_at_ms = (claims.exp + settings.leeway_secs + 1) * 1000;
+    spend_once(&gated.approvals.settings, &claims.jti, claims.exp).await
+}
+
+/// Records `key` as spent in the replay store until `expires_at` (Unix seconds, plus the
+/// leeway): `Ok` for the first spend on any replica, `replayed` after, `store_unavailable` when
+/// the store cannot say (fail closed). The last step before an approved call is forwarded,
+/// whichever channel approved it.
+pub(super) async fn spend_once(
+    settings: &ApprovalSettings,
+    key: &str,
+    expires_at: u64,
+) -> Result<(), RefusalCode> {
+    let expires_at_ms = (expires_at + settings.leeway_secs + 1) * 1000;
     let started = settings.clock.now();
-    let consumed = settings.store.consume(&claims.jti, expires_at_ms).await;
+    let consumed = settings.store.consume(key, expires_at_ms).await;
     let outcome = match &consumed {
         Ok(Consumption::First) => "consumed",
         Ok(Consumption::AlreadySpent) => "replayed",
