@@ -328,6 +328,26 @@ fn executed(transcript: &Value) -> Value {
     step(transcript, "audit")["result"]["structuredContent"]["entries"].clone()
 }
 
+/// The client's token was refused as pending first, then the call ran, and the upstream's own
+/// log shows it ran exactly once.
+fn assert_ran_once_after_pending(transcript: &Value) {
+    assert_eq!(
+        step(transcript, "pending")["confirmation"]["code"],
+        "pending_approval",
+        "{transcript}"
+    );
+    assert_eq!(
+        step(transcript, "approved")["result"]["structuredContent"],
+        json!({"result": "deleted note 'readme'"}),
+        "{transcript}"
+    );
+    assert_eq!(
+        executed(transcript),
+        json!([{"tool": "delete_note", "arguments": {"name": "readme"}}]),
+        "the upstream ran it exactly once: {transcript}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_that_cannot_elicit_gets_its_call_approved_on_the_page_and_run_once() {
     let held = HeldDelete::start().await;
@@ -351,25 +371,11 @@ async fn a_host_that_cannot_elicit_gets_its_call_approved_on_the_page_and_run_on
         true,
         "{transcript}"
     );
-    assert_eq!(
-        step(&transcript, "pending")["confirmation"]["code"],
-        "pending_approval",
-        "{transcript}"
-    );
-    assert_eq!(
-        step(&transcript, "approved")["result"]["structuredContent"],
-        json!({"result": "deleted note 'readme'"}),
-        "{transcript}"
-    );
+    assert_ran_once_after_pending(&transcript);
     assert_eq!(
         step(&transcript, "replayed")["confirmation"]["code"],
         "replayed",
         "{transcript}"
-    );
-    assert_eq!(
-        executed(&transcript),
-        json!([{"tool": "delete_note", "arguments": {"name": "readme"}}]),
-        "the upstream ran it exactly once: {transcript}"
     );
 }
 
@@ -454,19 +460,5 @@ approvals:
     browser.quit().await;
 
     let transcript = client.transcript().await;
-    assert_eq!(
-        step(&transcript, "pending")["confirmation"]["code"],
-        "pending_approval",
-        "{transcript}"
-    );
-    assert_eq!(
-        step(&transcript, "approved")["result"]["structuredContent"],
-        json!({"result": "deleted note 'readme'"}),
-        "{transcript}"
-    );
-    assert_eq!(
-        executed(&transcript),
-        json!([{"tool": "delete_note", "arguments": {"name": "readme"}}]),
-        "the upstream ran it exactly once: {transcript}"
-    );
+    assert_ran_once_after_pending(&transcript);
 }
