@@ -91,7 +91,7 @@ sleep 1
 PROFILE_FILE=$(ls "$PROFILE".* | head -1)
 
 heaptrack_print -f "$PROFILE_FILE" --print-peaks 0 --print-allocators 0 --print-leaks 0 \
-    --print-temporary 0 --print-histogram 0 -F "$WORK/stacks.txt" --flamegraph-cost-type peak \
+    --print-temporary 0 -F "$WORK/stacks.txt" --flamegraph-cost-type peak \
     >/dev/null 2>&1
 python3 - "$WORK/stacks.txt" "$WORK/streams.json" "$STREAMS" >"$WORK/report.md" <<'PY'
 import collections, json, re, sys
