@@ -131,7 +131,8 @@ impl TokenProvider {
     /// An access token for `user`, from the provider's token endpoint.
     pub async fn token(&self, user: &str) -> String {
         use base64::Engine as _;
-        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{user}-secret"));
+        let basic =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{user}-secret"));
         let body = format!(
             "grant_type=client_credentials&scope=mcp&resource={}",
             url::form_urlencoded::byte_serialize(self.resource.as_bytes()).collect::<String>()
@@ -181,7 +182,10 @@ impl TokenProvider {
             .client
             .post_json(&format!("{}/test/sign", self.issuer), &[], &body)
             .await;
-        response.json()["token"].as_str().expect("a token").to_owned()
+        response.json()["token"]
+            .as_str()
+            .expect("a token")
+            .to_owned()
     }
 
     /// Replaces the provider's signing key by a new one; its JWKS then holds only the new key.

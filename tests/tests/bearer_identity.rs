@@ -152,29 +152,60 @@ async fn forged_expired_and_foreign_tokens_get_401_and_reach_nothing() {
     let provider = &deployment.provider;
     let long_ago = json!({"iat": 1_000_000_000u64, "exp": 1_000_000_600u64});
     let cases = [
-        ("expired", provider.sign(&provider.claims("bob", long_ago), "current", "ES256").await),
+        (
+            "expired",
+            provider
+                .sign(&provider.claims("bob", long_ago), "current", "ES256")
+                .await,
+        ),
         (
             "wrong audience",
             provider
-                .sign(&provider.claims("bob", json!({"aud": "https://other.example.test/mcp"})), "current", "ES256")
+                .sign(
+                    &provider.claims("bob", json!({"aud": "https://other.example.test/mcp"})),
+                    "current",
+                    "ES256",
+                )
                 .await,
         ),
         (
             "wrong issuer",
             provider
-                .sign(&provider.claims("bob", json!({"iss": "https://evil.example.test"})), "current", "ES256")
+                .sign(
+                    &provider.claims("bob", json!({"iss": "https://evil.example.test"})),
+                    "current",
+                    "ES256",
+                )
                 .await,
         ),
-        ("unknown key", provider.sign(&provider.claims("bob", json!({})), "stranger", "ES256").await),
-        ("alg none", provider.sign(&provider.claims("bob", json!({})), "current", "none").await),
+        (
+            "unknown key",
+            provider
+                .sign(&provider.claims("bob", json!({})), "stranger", "ES256")
+                .await,
+        ),
+        (
+            "alg none",
+            provider
+                .sign(&provider.claims("bob", json!({})), "current", "none")
+                .await,
+        ),
         (
             "HS256 keyed with the public key",
-            provider.sign(&provider.claims("bob", json!({})), "current", "HS256-public").await,
+            provider
+                .sign(
+                    &provider.claims("bob", json!({})),
+                    "current",
+                    "HS256-public",
+                )
+                .await,
         ),
         ("not a JWT", "opaque-garbage".to_owned()),
     ];
     // A well-signed control token proves the forgeries differ only in what they break.
-    let control = provider.sign(&provider.claims("bob", json!({})), "current", "ES256").await;
+    let control = provider
+        .sign(&provider.claims("bob", json!({})), "current", "ES256")
+        .await;
     let ok = deployment.lookup(Some(&control)).await;
     assert!(!denied(&ok), "the control token is accepted: {}", ok.text());
     let before = deployment.upstream.requests().len();
@@ -201,7 +232,11 @@ async fn forged_expired_and_foreign_tokens_get_401_and_reach_nothing() {
         "no refused request reached the upstream: {:?}",
         deployment.upstream.requests()
     );
-    assert_eq!(deployment.upstream_calls().len(), 1, "only the control call ran");
+    assert_eq!(
+        deployment.upstream_calls().len(),
+        1,
+        "only the control call ran"
+    );
     assert!(deployment.gateway.id().is_some());
 }
 
@@ -209,7 +244,10 @@ async fn forged_expired_and_foreign_tokens_get_401_and_reach_nothing() {
 async fn protected_resource_metadata_names_the_authorization_server() {
     let deployment = Deployment::start().await;
     let base = deployment.url.trim_end_matches("/mcp");
-    for path in ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"] {
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
         let response = countersign_testkit::collect(
             deployment
                 .client
@@ -238,6 +276,10 @@ async fn tokens_of_a_rotated_key_verify_without_a_restart() {
     let after = deployment.provider.token("bob").await;
     let response = deployment.lookup(Some(&after)).await;
     assert_eq!(response.status, 200, "{}", response.text());
-    assert!(!denied(&response), "a token of the new key: {}", response.text());
+    assert!(
+        !denied(&response),
+        "a token of the new key: {}",
+        response.text()
+    );
     assert_eq!(deployment.upstream_calls().len(), 2);
 }

@@ -283,7 +283,10 @@ mod tests {
             eval("principal.id == 'ada' && tool == 'create_order'", json!({})),
             Ok(true)
         );
-        assert_eq!(eval("principal.claims.tenant == 'acme'", json!({})), Ok(true));
+        assert_eq!(
+            eval("principal.claims.tenant == 'acme'", json!({})),
+            Ok(true)
+        );
         assert_eq!(eval("annotations.readOnlyHint", json!({})), Ok(false));
         assert_eq!(
             eval("upstream == 'store' && method == 'tools/call'", json!({})),

@@ -189,14 +189,20 @@ impl RawJwt {
             "5s",
             &format!("{field}.jwt.fetch_timeout"),
         )?;
-        let leeway = duration(self.leeway.as_deref(), "60s", &format!("{field}.jwt.leeway"))?;
+        let leeway = duration(
+            self.leeway.as_deref(),
+            "60s",
+            &format!("{field}.jwt.leeway"),
+        )?;
         let algorithms = match self.algorithms {
             None => countersign_proxy::identity::jwt::ASYMMETRIC.to_vec(),
             Some(names) => names
                 .iter()
                 .map(|name| {
                     countersign_proxy::identity::jwt::asymmetric_named(name).with_context(|| {
-                        format!("{field}.jwt.algorithms: `{name}` is not one of RS256, ES256, EdDSA")
+                        format!(
+                            "{field}.jwt.algorithms: `{name}` is not one of RS256, ES256, EdDSA"
+                        )
                     })
                 })
                 .collect::<anyhow::Result<_>>()?,
@@ -218,8 +224,9 @@ impl RawJwt {
                     )?)
             }
             (None, Some(path)) => {
-                let text = std::fs::read_to_string(&path)
-                    .with_context(|| format!("{field}.jwt.jwks_file: reading {}", path.display()))?;
+                let text = std::fs::read_to_string(&path).with_context(|| {
+                    format!("{field}.jwt.jwks_file: reading {}", path.display())
+                })?;
                 let keys = serde_json::from_str(&text).with_context(|| {
                     format!("{field}.jwt.jwks_file: {} is not a JWKS", path.display())
                 })?;
@@ -245,8 +252,12 @@ impl RawJwt {
 fn load_keys(path: &std::path::Path) -> anyhow::Result<ApiKeys> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("identity api_keys: reading {}", path.display()))?;
-    let entries: Vec<RawKeyEntry> = serde_yaml_ng::from_str(&text)
-        .with_context(|| format!("identity api_keys: {} is not a list of keys", path.display()))?;
+    let entries: Vec<RawKeyEntry> = serde_yaml_ng::from_str(&text).with_context(|| {
+        format!(
+            "identity api_keys: {} is not a list of keys",
+            path.display()
+        )
+    })?;
     entries
         .into_iter()
         .enumerate()
@@ -274,5 +285,6 @@ fn load_keys(path: &std::path::Path) -> anyhow::Result<ApiKeys> {
 }
 
 fn header_name(value: &str, field: &str) -> anyhow::Result<http::HeaderName> {
-    http::HeaderName::try_from(value).with_context(|| format!("{field}: `{value}` is not a header name"))
+    http::HeaderName::try_from(value)
+        .with_context(|| format!("{field}: `{value}` is not a header name"))
 }

@@ -30,6 +30,15 @@ pub fn hash_key(key: &str) -> String {
     format!("sha256:{hex}")
 }
 
+/// A new random key: `csk_` and 244 random bits (two v4 UUIDs, from the OS's generator).
+pub fn new_key() -> String {
+    format!(
+        "csk_{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
 /// The 32 bytes of a `sha256:<hex>` string, or `None` if it is not one.
 pub fn parse_hash(text: &str) -> Option<[u8; 32]> {
     let hex = text.strip_prefix("sha256:")?;

@@ -34,7 +34,11 @@ impl ResourceMetadata {
     /// inserted before the resource's path).
     fn url_for(&self, path: &str) -> String {
         let path = self.resource_path(path);
-        format!("{}{WELL_KNOWN}{}", self.origin(), path.trim_end_matches('/'))
+        format!(
+            "{}{WELL_KNOWN}{}",
+            self.origin(),
+            path.trim_end_matches('/')
+        )
     }
 
     /// The configured MCP path a request path belongs to: itself, or the first route when the

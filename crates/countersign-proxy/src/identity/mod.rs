@@ -16,7 +16,7 @@ pub mod jwt;
 mod layer;
 mod service;
 
-pub use api_keys::{ApiKey, ApiKeys, hash_key, parse_hash};
+pub use api_keys::{ApiKey, ApiKeys, hash_key, new_key, parse_hash};
 pub use bearer::{BearerJwt, ClaimNames};
 pub use challenge::{ResourceMetadata, WELL_KNOWN};
 pub use layer::IdentityLayer;
