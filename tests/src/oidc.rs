@@ -1,5 +1,6 @@
-//! A real OpenID Connect provider (`tests/peers/node/oidc-provider.mjs`, npm `oidc-provider`)
-//! and logging in through it in a real browser: what the approval page's browser tests share.
+//! Real OAuth/OpenID Connect providers (npm `oidc-provider`): the approval page's login
+//! provider and logging in through it in a real browser, and an authorization server issuing JWT
+//! access tokens for the gateway as resource server.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -15,22 +16,34 @@ pub const CLIENT_SECRET: &str = "countersign-test-secret";
 
 /// Starts the OpenID Connect provider with the pages' callbacks; returns it and its issuer.
 pub async fn start_provider(page_urls: &[String]) -> (Child, String) {
+    let callbacks: Vec<String> = page_urls
+        .iter()
+        .map(|u| format!("{u}/oidc/callback"))
+        .collect();
+    start_node_issuer("oidc-provider.mjs", &callbacks).await
+}
+
+/// Starts the Node `script` of `tests/peers/node` with `args`; returns it and the issuer it
+/// prints as its first line (`{"issuer": "http://127.0.0.1:<port>"}`).
+async fn start_node_issuer(script: &str, args: &[String]) -> (Child, String) {
     let mut command = Command::new(tool_env("COUNTERSIGN_NODE"));
     command
-        .arg(peers_dir().join("node/oidc-provider.mjs"))
-        .args(page_urls.iter().map(|u| format!("{u}/oidc/callback")))
+        .arg(peers_dir().join("node").join(script))
+        .args(args)
         .current_dir(peers_dir().join("node"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    let mut child = command.spawn().expect("start oidc-provider");
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {script}: {e}"));
     let stdout = child.stdout.take().expect("piped");
     let mut lines = BufReader::new(stdout).lines();
     let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
         .await
-        .expect("oidc-provider starts within a minute")
+        .unwrap_or_else(|_| panic!("{script} starts within a minute"))
         .expect("read")
-        .expect("oidc-provider printed its issuer");
+        .unwrap_or_else(|| panic!("{script} printed its issuer"));
     let issuer = serde_json::from_str::<serde_json::Value>(&line).expect("json")["issuer"]
         .as_str()
         .expect("issuer")
@@ -99,27 +112,8 @@ pub struct TokenProvider {
 
 impl TokenProvider {
     pub async fn start(resource: &str) -> Self {
-        let mut command = Command::new(tool_env("COUNTERSIGN_NODE"));
-        command
-            .arg(peers_dir().join("node/oidc-token-provider.mjs"))
-            .arg(resource)
-            .current_dir(peers_dir().join("node"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true);
-        let mut child = command.spawn().expect("start oidc-token-provider");
-        let stdout = child.stdout.take().expect("piped");
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("oidc-token-provider starts within a minute")
-            .expect("read")
-            .expect("oidc-token-provider printed its issuer");
-        let issuer = serde_json::from_str::<serde_json::Value>(&line).expect("json")["issuer"]
-            .as_str()
-            .expect("issuer")
-            .to_owned();
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let (child, issuer) =
+            start_node_issuer("oidc-token-provider.mjs", &[resource.to_owned()]).await;
         Self {
             _child: child,
             issuer,

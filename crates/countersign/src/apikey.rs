@@ -8,7 +8,7 @@ use countersign_proxy::identity::{hash_key, new_key};
 use crate::Failure;
 
 #[derive(Debug, clap::Subcommand)]
-pub enum ApiKeyCommand {
+pub(crate) enum ApiKeyCommand {
     /// Print a new random key, and the entry of the keys file that accepts it.
     New {
         /// Who the key names (the principal policies see).
@@ -22,7 +22,7 @@ pub enum ApiKeyCommand {
     Hash,
 }
 
-pub fn run(command: ApiKeyCommand) -> Result<(), Failure> {
+pub(crate) fn run(command: ApiKeyCommand) -> Result<(), Failure> {
     match command {
         ApiKeyCommand::New { principal, groups } => {
             let key = new_key();

@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+mod apikey;
 mod check;
 mod demo;
 mod token;

@@ -43,7 +43,7 @@ where
         match identity.claim(request.headers()) {
             Claim::Decided(decided) => match admit(&identity, request, decided) {
                 Ok(request) => ResponseFuture::inner(self.inner.call(request)),
-                Err(refusal) => ResponseFuture::answered(refusal),
+                Err(refusal) => ResponseFuture::answered(*refusal),
             },
             Claim::Jwt(method, token) => {
                 let clone = self.inner.clone();
@@ -58,7 +58,7 @@ where
                             Ok(response) => response,
                             Err(never) => match never {},
                         },
-                        Err(refusal) => refusal,
+                        Err(refusal) => *refusal,
                     }
                 })
             }
@@ -71,7 +71,7 @@ fn admit<B>(
     identity: &Identity,
     mut request: Request<B>,
     decided: Result<Identified, Refusal>,
-) -> Result<Request<B>, Response<ResponseBody>> {
+) -> Result<Request<B>, Box<Response<ResponseBody>>> {
     match decided {
         Ok(identified) => {
             if identified.consumed_authorization && !identity.forward_consumed_token {
@@ -89,11 +89,11 @@ fn admit<B>(
             if let Refusal::Invalid(reason) = &refusal {
                 info!(path = request.uri().path(), %reason, "credential refused");
             }
-            Err(unauthorized(
+            Err(Box::new(unauthorized(
                 identity.metadata.as_deref(),
                 request.uri().path(),
                 &refusal,
-            ))
+            )))
         }
     }
 }

@@ -34,11 +34,10 @@ fn verifier(jwks: Vec<serde_json::Value>) -> JwksVerifier {
     JwksVerifier::with_keys(set)
 }
 
+/// The wall clock jsonwebtoken checks `exp` and `nbf` against.
 fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs()
+    use crate::clock::Clock as _;
+    crate::clock::SystemClock.unix_secs()
 }
 
 fn claims(extra: serde_json::Value) -> serde_json::Value {
