@@ -42,9 +42,7 @@ pub(crate) fn run(command: ApiKeyCommand) -> Result<(), Failure> {
                 .map_err(|e| Failure::Runtime(e.into()))?;
             let key = input.trim();
             if key.is_empty() {
-                return Err(Failure::Config(anyhow::anyhow!(
-                    "no key on standard input"
-                )));
+                return Err(Failure::Config(anyhow::anyhow!("no key on standard input")));
             }
             println!("{}", hash_key(key));
             Ok(())
