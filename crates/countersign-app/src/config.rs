@@ -15,6 +15,8 @@ use countersign_proxy::config::{
 use serde::Deserialize;
 
 pub mod approvals;
+pub use identity::RawIdentity;
+mod identity;
 mod legacy_paths;
 mod rate_limits;
 mod upstream;
@@ -92,17 +94,6 @@ pub struct RawRedis {
     /// Deadline of every Redis command; past it the call is refused (fail closed). Default `250ms`.
     #[serde(default)]
     pub command_timeout: Option<String>,
-}
-
-/// Where the caller's identity comes from. Default: every caller is `anonymous`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RawIdentity {
-    /// Header naming the principal, set by an authenticating proxy in front of the gateway.
-    /// When set, requests without it are refused (401).
-    pub header: Option<String>,
-    /// Header with comma-separated groups of the principal.
-    pub groups_header: Option<String>,
 }
 
 /// The audit trail: one JSON line per decision and outcome.
@@ -352,11 +343,12 @@ impl RawConfig {
                 allowed: Some(patterns(&list, "allowed_hosts")?),
             },
         };
+        let paths: Vec<String> = routes.iter().map(|r| r.path.clone()).collect();
         let mut approval = approval_config(
             self.policy,
             self.deployment_id,
             self.signing_keys_file,
-            self.identity,
+            self.identity.validate(&paths)?,
             self.audit,
             self.replay_max_entries,
         )?;
@@ -501,7 +493,7 @@ fn approval_config(
     policy_path: Option<PathBuf>,
     deployment_id: Option<String>,
     signing_keys_file: Option<PathBuf>,
-    identity: RawIdentity,
+    identity: countersign_proxy::identity::Identity,
     audit: RawAudit,
     replay_max_entries: Option<usize>,
 ) -> anyhow::Result<ApprovalConfig> {
@@ -516,19 +508,6 @@ fn approval_config(
             && deployment_id.chars().all(|c| c.is_ascii_graphic()),
         "deployment_id must be 1-64 visible ASCII characters"
     );
-    let header_name =
-        |value: Option<String>, field: &str| -> anyhow::Result<Option<http::HeaderName>> {
-            value
-                .map(|v| {
-                    http::HeaderName::try_from(v.as_str())
-                        .with_context(|| format!("{field}: `{v}` is not a header name"))
-                })
-                .transpose()
-        };
-    let identity = countersign_proxy::identity::Identity {
-        header: header_name(identity.header, "identity.header")?,
-        groups_header: header_name(identity.groups_header, "identity.groups_header")?,
-    };
     let audit_target = match audit.path.as_deref() {
         None | Some("-") => AuditTarget::Stdout,
         Some("off") => AuditTarget::Off,

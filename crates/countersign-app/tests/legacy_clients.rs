@@ -309,10 +309,11 @@ async fn a_session_answers_only_the_principal_that_opened_it() {
     let before = h.upstream.requests().len();
 
     let call = tool_call(1, "list_orders", json!({}));
-    for mallory in [&[("x-user", "mallory")][..], &[]] {
-        let refused = stream.post(&h, mallory, &call).await;
-        assert_eq!(refused.status, 404, "{}", refused.text());
-    }
+    let refused = stream.post(&h, &[("x-user", "mallory")], &call).await;
+    assert_eq!(refused.status, 404, "{}", refused.text());
+    // Without any identity the identity layer refuses it before the session is looked up.
+    let refused = stream.post(&h, &[], &call).await;
+    assert_eq!(refused.status, 401, "{}", refused.text());
     // A client cannot step into an upstream session by naming it either.
     let smuggled = stream
         .post(
@@ -487,5 +488,50 @@ async fn a_request_answered_without_json_rpc_gets_an_error_on_the_stream() {
     assert!(
         message.contains("upstream `store`") && message.contains("405"),
         "the error names the upstream and what it answered: {message}"
+    );
+}
+
+#[tokio::test]
+async fn legacy_clients_get_the_same_credential_checks() {
+    let key = "csk_0f4c2a9e7b1d3f5a8c6e0b2d4f6a8c1e";
+    let keys = countersign_testkit::TempFile::new(
+        "api-keys.yaml",
+        &format!(
+            "- {{ sha256: '{}', principal: ada }}\n",
+            countersign_proxy::identity::hash_key(key)
+        ),
+    );
+    let h = start_with(
+        &format!(
+            "identity:\n  methods:\n    - api_keys: {{ file: '{}' }}\n",
+            keys.path_str()
+        ),
+        None,
+    )
+    .await;
+    let wrong = [("authorization", "Bearer csk_wrong")];
+    let refused = TestClient::default()
+        .send(Method::GET, &format!("http://{}/sse", h.addr()), &wrong, "")
+        .await;
+    assert_eq!(refused.status(), 401, "no session for a bad key");
+    assert!(refused.headers().contains_key("www-authenticate"));
+
+    let good = format!("Bearer {key}");
+    let ada = [("authorization", good.as_str())];
+    let mut stream = LegacyStream::open(&h, &ada).await;
+    stream.initialize(&h, &ada).await;
+    let before = h.upstream.requests().len();
+    let call = tool_call(1, "list_orders", json!({}));
+    for headers in [&wrong[..], &[]] {
+        let refused = stream.post(&h, headers, &call).await;
+        assert_eq!(refused.status, 401, "{}", refused.text());
+    }
+    assert_eq!(h.upstream.requests().len(), before, "nothing was forwarded");
+    assert!(
+        h.upstream
+            .requests()
+            .iter()
+            .all(|r| r.header("authorization").is_none()),
+        "the key was the gateway's; the upstream never sees it"
     );
 }

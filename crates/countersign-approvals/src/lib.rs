@@ -11,7 +11,8 @@
 //! - [`server`]: the listener, its routes and security headers;
 //! - [`auth`]: who the approver is (trusted header or OpenID Connect), the page's cookies and
 //!   CSRF tokens;
-//! - [`jwt`]: JWKS-backed ID token verification, kept apart for reuse;
+//! - [`jwt`]: the gateway's JWKS-backed token verifier (`countersign_proxy::identity::jwt`),
+//!   shared with bearer-token identity;
 //! - [`webhooks`]: notifications of opened requests.
 //!
 //! It must not be imported by `countersign-proxy` (which knows only the seam) and knows
@@ -21,10 +22,11 @@
 
 mod approve;
 pub mod auth;
-pub mod client;
+/// Outgoing HTTP, shared with the gateway's JWKS fetches.
+pub use countersign_proxy::outbound as client;
 pub mod config;
 mod html;
-pub mod jwt;
+pub use countersign_proxy::identity::jwt;
 pub mod link;
 pub mod metrics;
 pub mod page;

@@ -32,6 +32,7 @@ fn bench_classify(c: &mut Criterion) {
     let principal = Principal {
         id: "ada".into(),
         groups: vec!["staff".into()],
+        claims: Default::default(),
     };
     let pinned = catalog.get("store", "create_order");
     c.bench_function(

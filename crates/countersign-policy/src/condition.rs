@@ -1,6 +1,6 @@
 //! `when:` conditions: CEL compiled once at load, evaluated per call.
 //!
-//! Variables: `args` (the call's arguments), `principal` (`{id, groups}`), `tool` (the tool
+//! Variables: `args` (the call's arguments), `principal` (`{id, groups, claims}`), `tool` (the tool
 //! name, prompt name or resource URI), `annotations` (the pinned tool's annotations object,
 //! empty if none), plus `upstream` and `method` as strings.
 
@@ -99,6 +99,19 @@ impl Facts<'_> {
                     .map(|g| Cel::from(g.as_str()))
                     .collect(),
             )),
+        );
+        principal.insert(
+            "claims".into(),
+            // From a verified token, so its size is the issuer's, not the client's.
+            Cel::Map(Map {
+                map: Arc::new(
+                    self.principal
+                        .claims
+                        .iter()
+                        .map(|(k, v)| (Key::from(k.as_str()), to_cel(v)))
+                        .collect(),
+                ),
+            }),
         );
         context.add_variable_from_value(
             "principal",
@@ -237,6 +250,12 @@ mod tests {
         let principal = Principal {
             id: "ada".into(),
             groups: vec!["interns".into()],
+            claims: Arc::new(
+                json!({"tenant": "acme", "scope": "read write"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
         };
         let annotations = json!({"readOnlyHint": false});
         let facts = Facts {
@@ -262,6 +281,10 @@ mod tests {
         );
         assert_eq!(
             eval("principal.id == 'ada' && tool == 'create_order'", json!({})),
+            Ok(true)
+        );
+        assert_eq!(
+            eval("principal.claims.tenant == 'acme'", json!({})),
             Ok(true)
         );
         assert_eq!(eval("annotations.readOnlyHint", json!({})), Ok(false));

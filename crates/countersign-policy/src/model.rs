@@ -167,6 +167,9 @@ pub struct Principal {
     pub id: String,
     /// Group names, compared byte-exact by rule conditions.
     pub groups: Vec<String>,
+    /// The verified token's claims (`principal.claims` in conditions); empty for callers named
+    /// by a trusted header or an API key.
+    pub claims: std::sync::Arc<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Whether `name` is an acceptable MCP tool name: `[A-Za-z0-9_.-]{1,128}`.

@@ -84,6 +84,7 @@ impl<'a> Call<'a> {
         self.principal = Principal {
             id: "u1".into(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            claims: Default::default(),
         };
         self
     }

@@ -29,6 +29,7 @@ pub mod identity;
 pub mod legacy_clients;
 pub mod limits;
 pub mod metrics;
+pub mod outbound;
 pub mod parse;
 pub mod relay;
 pub mod route;

@@ -42,9 +42,9 @@ pub struct Gateway {
 }
 
 /// The full service for one listener: the layers of [`gateway_service`], outermost first.
-pub type GatewayService = Hardening<
-    LegacyClients<
-        ClientLimit<Parse<Identify<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>>,
+pub type GatewayService = Identify<
+    Hardening<
+        LegacyClients<ClientLimit<Parse<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>>,
     >,
 >;
 
@@ -74,7 +74,6 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
     };
     let client_limit = ClientLimitLayer::new(&config.connections, metrics.clone());
     let legacy = LegacySettings {
-        identity: gateway.identity.clone(),
         client_limit: client_limit.clone(),
         quiet,
         max_sessions: config.connections.max_open.get(),
@@ -91,6 +90,11 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
     };
 
     ServiceBuilder::new()
+        // Who is calling, first of all: a request whose credential fails costs one verification
+        // and a 401, reaches no session, body read or upstream, and takes no client slot. It
+        // also serves the protected-resource metadata that 401 points to. Legacy clients' GETs
+        // and POSTs pass here like any other request, so they get the very same checks.
+        .layer(IdentityLayer::new(gateway.identity))
         // Framing, routing, Host and Origin checks come first: nothing may read the body of a
         // request that is smuggled, misrouted, or sent by a foreign page.
         .layer(HardeningLayer::new(Arc::new(hardening)))
@@ -103,8 +107,6 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
         .layer(client_limit)
         // The one bounded body read and strict parse; below it, nobody sees the client's bytes.
         .layer(ParseLayer::new(config.limits.clone(), metrics.clone()))
-        // Who is calling, from the trusted header only, before anything is judged for them.
-        .layer(IdentityLayer::new(gateway.identity))
         // The `calls` rate limit keys on the principal and the route, not on risk: refusing
         // before classification spares a flood policy conditions and tool listings.
         .layer(LimitCallsLayer::new(rate_limits, metrics.clone()))

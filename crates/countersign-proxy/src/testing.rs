@@ -89,6 +89,7 @@ pub(crate) fn principal(id: &str) -> Principal {
     Principal {
         id: id.to_owned(),
         groups: Vec::new(),
+        claims: Default::default(),
     }
 }
 

@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+mod apikey;
 mod check;
 mod demo;
 mod token;
@@ -67,6 +68,11 @@ enum Command {
     Check(check::CheckArgs),
     /// Print a new signing key entry (`kid:key`) for COUNTERSIGN_SIGNING_KEYS or a key file.
     Keygen,
+    /// Make API keys for the `api_keys` identity method.
+    Apikey {
+        #[command(subcommand)]
+        command: apikey::ApiKeyCommand,
+    },
     /// Work with confirmation tokens.
     Token {
         #[command(subcommand)]
@@ -144,6 +150,7 @@ fn main() -> ExitCode {
                 println!("{}", countersign_token::keygen_entry());
                 Ok(())
             }
+            Command::Apikey { command } => apikey::run(command),
             Command::Token { command } => token::run(command),
         }
     });

@@ -6,15 +6,12 @@ use super::service::{LegacyClients, Shared};
 use super::sessions::LegacySessions;
 use crate::client_limit::ClientLimitLayer;
 use crate::clock::Clock;
-use crate::identity::Identity;
 use crate::metrics::ProxyMetrics;
 use crate::relay::QuietLimits;
 
 /// What the legacy layer is built with.
 #[derive(Debug, Clone)]
 pub struct LegacySettings {
-    /// The identity header, read to bind each session to the principal that opened it.
-    pub identity: Identity,
     /// The per-client request limit, whose slots a session's own stream takes too.
     pub client_limit: ClientLimitLayer,
     /// Keep-alive and idle timeout of a session's stream.

@@ -5,8 +5,10 @@
 //! on the gateway (relative, so it resolves against whatever URL the client used to reach the
 //! gateway, and never names the upstream). Each POST there is answered `202 Accepted` and turned
 //! into an ordinary Streamable HTTP POST to the route, sent down **the same inner stack** —
-//! client limit, parse, identity, rate limits, classification, approval, audit, forwarder — so a
-//! legacy client gets exactly the gate a Streamable HTTP client gets. Every message of the
+//! client limit, parse, rate limits, classification, approval, audit, forwarder — so a legacy
+//! client gets exactly the gate a Streamable HTTP client gets. Identity sits above this layer:
+//! the `GET` that opens a session and every `POST` to it are identified (and refused with 401)
+//! like any other request. Every message of the
 //! stack's answer (a JSON body or the events of an SSE one, the gateway's own held results and
 //! questions included) is written to the session's stream as `event: message`.
 //!
@@ -20,7 +22,7 @@
 //!
 //! What fails closed, and how:
 //! - An unknown `session_id`, one whose stream has closed, or one opened by another principal
-//!   (the identity header of each POST is compared with the one that opened the session) → 404,
+//!   (the principal of each POST is compared with the one that opened the session) → 404,
 //!   and nothing is sent anywhere. The client never sees the upstream's session id, so it cannot
 //!   name another session; any `Mcp-Session-Id` it sends itself is dropped.
 //! - A POST refused before the stack has read its body (the per-client request limit, the

@@ -23,6 +23,7 @@ use crate::body::{BoxError, ResponseBody, empty};
 use crate::client_limit::PeerAddr;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
+use crate::identity::Caller;
 use crate::route::{LegacyEndpoint, Route};
 
 /// Longest a session's first message after `initialize` waits for the upstream GET stream.
@@ -103,7 +104,8 @@ impl Shared {
             Ok(slot) => slot,
             Err(refusal) => return *refusal,
         };
-        let principal = settings.identity.principal(request.headers()).map(|p| p.id);
+        // Bound to the principal the identity layer found for the GET that opened it.
+        let principal = caller_id(&request);
         let id = uuid::Uuid::new_v4().simple().to_string();
         let (outbox, queue) = mpsc::channel(QUEUE_MESSAGES);
         let activity = Arc::new(Activity::new(settings.clock.clone()));
@@ -166,11 +168,7 @@ impl Shared {
             .get::<Route>()
             .map_or("none", |r| r.label);
         let session = session_id(request.uri()).and_then(|id| self.sessions.get(id));
-        let principal = self
-            .settings
-            .identity
-            .principal(request.headers())
-            .map(|p| p.id);
+        let principal = caller_id(&request);
         // Another principal's session is answered as if it did not exist: an id is no key.
         let Some(session) = session.filter(|s| s.principal == principal && !s.upstream_gone())
         else {
@@ -245,4 +243,12 @@ fn accepted() -> Response<ResponseBody> {
     let mut response = Response::new(empty());
     *response.status_mut() = StatusCode::ACCEPTED;
     response
+}
+
+/// The id of the request's principal, as the identity layer (above this one) found it.
+fn caller_id<B>(request: &Request<B>) -> Option<String> {
+    match request.extensions().get::<Caller>() {
+        Some(Caller(Some(principal))) => Some(principal.id.clone()),
+        _ => None,
+    }
 }

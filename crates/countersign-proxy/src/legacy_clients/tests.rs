@@ -15,7 +15,6 @@ use crate::body::{BoxError, ResponseBody};
 use crate::client_limit::{ClientLimitLayer, PeerAddr};
 use crate::clock::SystemClock;
 use crate::config::{ConnectionLimits, LegacyPaths};
-use crate::identity::Identity;
 use crate::metrics::ProxyMetrics;
 use crate::relay::QuietLimits;
 use crate::route::{LegacyEndpoint, Route, RouteTarget};
@@ -67,7 +66,6 @@ fn gateway(max_sessions: usize) -> Gateway {
         ..ConnectionLimits::default()
     };
     let layer = LegacyClientsLayer::new(LegacySettings {
-        identity: Identity::default(),
         client_limit: ClientLimitLayer::new(&connections, ProxyMetrics::unregistered()),
         quiet: QuietLimits {
             keep_alive: KEEP_ALIVE,

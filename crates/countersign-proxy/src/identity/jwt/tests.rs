@@ -34,11 +34,10 @@ fn verifier(jwks: Vec<serde_json::Value>) -> JwksVerifier {
     JwksVerifier::with_keys(set)
 }
 
+/// The wall clock jsonwebtoken checks `exp` and `nbf` against.
 fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs()
+    use crate::clock::Clock as _;
+    crate::clock::SystemClock.unix_secs()
 }
 
 fn claims(extra: serde_json::Value) -> serde_json::Value {
@@ -85,6 +84,7 @@ async fn wrong_issuer_audience_nonce_or_expired_tokens_are_refused() {
         ("issuer", json!({"iss": "https://evil.example.com"})),
         ("audience", json!({"aud": "another-client"})),
         ("expired", json!({"exp": now() - LEEWAY_SECS - 10})),
+        ("not yet valid", json!({"nbf": now() + LEEWAY_SECS + 60})),
     ] {
         let token = sign(&signer, &claims(extra));
         assert!(
@@ -199,7 +199,7 @@ async fn rotated_key_is_fetched_once_and_unknown_kids_do_not_hammer_the_provider
 
     let rotating = JwksVerifier::new(
         url.clone(),
-        crate::client::HttpClient::new(),
+        crate::outbound::HttpClient::new(),
         Duration::from_secs(5),
     )
     .with_min_refetch(Duration::ZERO);
@@ -222,7 +222,7 @@ async fn rotated_key_is_fetched_once_and_unknown_kids_do_not_hammer_the_provider
 
     let throttled = JwksVerifier::new(
         url,
-        crate::client::HttpClient::new(),
+        crate::outbound::HttpClient::new(),
         Duration::from_secs(5),
     );
     throttled
@@ -238,4 +238,51 @@ async fn rotated_key_is_fetched_once_and_unknown_kids_do_not_hammer_the_provider
         );
     }
     assert_eq!(count(), 3, "bogus kids within MIN_REFETCH cause no fetch");
+}
+
+#[tokio::test]
+async fn an_algorithm_left_out_of_the_configuration_is_refused() {
+    let (signer, jwk) = ed25519("k1");
+    let verifier = verifier(vec![jwk]).with_strictness(Strictness {
+        leeway_secs: LEEWAY_SECS,
+        algorithms: vec![Algorithm::RS256, Algorithm::HS256],
+    });
+    let token = sign(&signer, &claims(json!({})));
+    assert_eq!(
+        verifier.verify(&token, &expect("n-1")).await,
+        Err(JwtError::Algorithm("EdDSA".into()))
+    );
+    assert_eq!(
+        asymmetric_named("HS256"),
+        None,
+        "HS* can never be configured"
+    );
+    assert_eq!(asymmetric_named("ES256"), Some(Algorithm::ES256));
+}
+
+#[tokio::test]
+async fn bearer_claims_name_the_principal_and_groups() {
+    let (signer, jwk) = ed25519("k1");
+    let method = crate::identity::BearerJwt {
+        issuer: ISSUER.into(),
+        audience: "countersign".into(),
+        claims: crate::identity::ClaimNames {
+            principal: "preferred_username".into(),
+            groups: "roles".into(),
+        },
+        verifier: verifier(vec![jwk]),
+    };
+    let token = sign(
+        &signer,
+        &claims(json!({"preferred_username": "ada", "roles": "dev ops", "tenant": "acme"})),
+    );
+    let principal = method.principal(&token).await.expect("valid");
+    assert_eq!(principal.id, "ada");
+    assert_eq!(principal.groups, ["dev", "ops"]);
+    assert_eq!(principal.claims["tenant"], "acme");
+    let nameless = sign(&signer, &claims(json!({"roles": ["dev"]})));
+    assert!(
+        method.principal(&nameless).await.is_err(),
+        "no principal claim"
+    );
 }

@@ -1,4 +1,5 @@
-//! The page's outgoing HTTP: OpenID Connect discovery, token exchange and JWKS, and webhooks.
+//! The gateway's own outgoing HTTP (not to upstreams): JWKS fetches for bearer tokens, and the
+//! approval page's OpenID Connect discovery, token exchange and webhooks.
 //! hyper-util's pooled client over hyper-rustls (ring, Mozilla's roots), as the gateway's own
 //! HTTPS upstreams; `http://` is allowed for providers and hooks on a private network or in
 //! tests. Every call has a deadline and a cap on what it reads.
