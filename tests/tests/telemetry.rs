@@ -153,7 +153,10 @@ async fn a_tool_call_is_one_server_span_continuing_the_clients_trace() {
     assert_eq!(attributes["gen_ai.operation.name"], "execute_tool");
     assert_eq!(attributes["jsonrpc.request.id"], "7");
     assert_eq!(attributes["network.transport"], "tcp");
-    assert!(attributes["countersign.upstream"].is_string(), "{attributes}");
+    assert!(
+        attributes["countersign.upstream"].is_string(),
+        "{attributes}"
+    );
     assert_eq!(attributes["countersign.risk"], "read");
     assert_eq!(attributes["countersign.action"], "allow");
     assert_eq!(attributes["countersign.outcome"], "forwarded");
@@ -195,7 +198,8 @@ async fn without_an_endpoint_audit_lines_carry_no_trace_and_the_clients_tracepar
     let upstream = ScriptedServer::new(catalog()).start().await;
     let policy = TempFile::new("policy.yaml", POLICY);
     let audit = TempFile::new("audit.jsonl", "");
-    let (mut gateway, url, _) = start_gateway(&upstream.url(), &policy, audit.path_str(), &[]).await;
+    let (mut gateway, url, _) =
+        start_gateway(&upstream.url(), &policy, audit.path_str(), &[]).await;
     let traceparent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
     let call = tool_call(7, "lookup", json!({})).to_string();
     let answer = TestClient::default()
@@ -211,7 +215,10 @@ async fn without_an_endpoint_audit_lines_carry_no_trace_and_the_clients_tracepar
     assert_eq!(calls[0].header("traceparent"), Some(traceparent.as_str()));
     let lines = audit_lines(audit.path());
     assert!(!lines.is_empty());
-    assert!(lines.iter().all(|l| l.get("trace_id").is_none()), "{lines:#?}");
+    assert!(
+        lines.iter().all(|l| l.get("trace_id").is_none()),
+        "{lines:#?}"
+    );
 }
 
 /// Every metric family of a scrape, by name (`# TYPE name kind`).
@@ -250,19 +257,26 @@ async fn metrics_are_named_countersign_and_the_dashboard_queries_only_real_ones(
         "countersign_refusals",
         "countersign_open_connections",
     ] {
-        assert!(names.iter().any(|n| n == expected), "{expected} in\n{scrape}");
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in\n{scrape}"
+        );
     }
     assert!(
-        scrape.lines().any(|l| l.starts_with("countersign_decisions_total{")
-            && l.contains("action=\"deny\"")
-            && l.contains("rule=\"no-purge\"")
-            && l.contains("decision=\"denied\"")),
+        scrape
+            .lines()
+            .any(|l| l.starts_with("countersign_decisions_total{")
+                && l.contains("action=\"deny\"")
+                && l.contains("rule=\"no-purge\"")
+                && l.contains("decision=\"denied\"")),
         "{scrape}"
     );
     assert!(
-        scrape.lines().any(|l| l.starts_with("countersign_decisions_total{")
-            && l.contains("action=\"allow\"")
-            && l.contains("decision=\"allowed\"")),
+        scrape
+            .lines()
+            .any(|l| l.starts_with("countersign_decisions_total{")
+                && l.contains("action=\"allow\"")
+                && l.contains("decision=\"allowed\"")),
         "{scrape}"
     );
     assert!(
@@ -274,8 +288,10 @@ async fn metrics_are_named_countersign_and_the_dashboard_queries_only_real_ones(
 
     // The dashboard in the repository queries only metrics this scrape has.
     let dashboard: Value = serde_json::from_str(
-        &std::fs::read_to_string(countersign_e2e::repo_root().join("deploy/grafana/countersign.json"))
-            .expect("deploy/grafana/countersign.json"),
+        &std::fs::read_to_string(
+            countersign_e2e::repo_root().join("deploy/grafana/countersign.json"),
+        )
+        .expect("deploy/grafana/countersign.json"),
     )
     .expect("dashboard is JSON");
     let mut queried = Vec::new();

@@ -438,8 +438,9 @@ impl RawConfig {
             otlp_traces_url: match self.telemetry.otlp_endpoint.as_deref() {
                 None | Some("") => None,
                 Some(base) => {
-                    let url = url::Url::parse(base)
-                        .with_context(|| format!("telemetry.otlp_endpoint `{base}` is not a URL"))?;
+                    let url = url::Url::parse(base).with_context(|| {
+                        format!("telemetry.otlp_endpoint `{base}` is not a URL")
+                    })?;
                     ensure!(
                         matches!(url.scheme(), "http" | "https"),
                         "telemetry.otlp_endpoint must be an http:// or https:// URL, not `{base}`"

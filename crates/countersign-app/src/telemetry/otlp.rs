@@ -36,9 +36,12 @@ pub struct Traces {
 
 impl Traces {
     pub(super) fn from_config(config: &TelemetryConfig) -> anyhow::Result<Self> {
-        let from_env = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-            .iter()
-            .any(|name| std::env::var(name).is_ok_and(|v| !v.is_empty()));
+        let from_env = [
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        ]
+        .iter()
+        .any(|name| std::env::var(name).is_ok_and(|v| !v.is_empty()));
         if config.otlp_traces_url.is_none() && !from_env {
             return Ok(Self::default());
         }
@@ -57,7 +60,9 @@ impl Traces {
         if let Some(url) = &config.otlp_traces_url {
             exporter = exporter.with_endpoint(url.clone());
         }
-        let exporter = exporter.build().context("setting up the OTLP trace exporter")?;
+        let exporter = exporter
+            .build()
+            .context("setting up the OTLP trace exporter")?;
         let service = std::env::var("OTEL_SERVICE_NAME")
             .ok()
             .filter(|name| !name.is_empty())
