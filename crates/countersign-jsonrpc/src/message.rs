@@ -35,11 +35,13 @@ use serde_json::Value;
 use crate::raw::RawJson;
 use crate::strict::{self, ParseError, ParseLimits, SERDE_JSON_NUMBER_TOKEN};
 
+mod answer_id;
 mod envelope;
 mod serialize;
 #[cfg(test)]
 mod tests;
 
+pub use answer_id::answer_id;
 pub use envelope::{EnvelopeError, validate_method};
 pub use serialize::error_response;
 

@@ -6,6 +6,7 @@
 //! must re-emit `id:`, `event:`, `retry:`, comments and empty priming events intact, and only
 //! inspect the `data` of `message` events. Line ends are normalised to `\n` on output.
 
+use std::borrow::Cow;
 use std::fmt;
 
 #[cfg(test)]
@@ -45,21 +46,40 @@ impl SseEvent {
     }
 
     /// The data buffer as the SSE spec defines it: every `data` value joined with `\n`.
-    /// `None` when the event has no `data` field at all.
-    pub fn data(&self) -> Option<String> {
-        let mut data: Option<String> = None;
+    /// `None` when the event has no `data` field at all. Borrowed when the event has one `data`
+    /// line, as nearly every MCP message does: a large answer is not copied to be looked at.
+    pub fn data(&self) -> Option<Cow<'_, str>> {
+        let mut data: Option<Cow<'_, str>> = None;
         for field in &self.fields {
             if let SseField::Data(value) = field {
                 match &mut data {
                     Some(buf) => {
+                        let buf = buf.to_mut();
                         buf.push('\n');
                         buf.push_str(value);
                     }
-                    None => data = Some(value.clone()),
+                    None => data = Some(Cow::Borrowed(value)),
                 }
             }
         }
         data
+    }
+
+    /// How many bytes [`SseEvent::encode`] writes at most, for sizing its buffer (a field
+    /// with line breaks may write one `data: ` prefix more per break; the estimate is a hint).
+    pub fn encoded_len_hint(&self) -> usize {
+        self.fields
+            .iter()
+            .map(|field| match field {
+                SseField::Comment(v)
+                | SseField::Event(v)
+                | SseField::Data(v)
+                | SseField::Id(v)
+                | SseField::Retry(v) => v.len() + 8,
+                SseField::Other { name, value } => name.len() + value.len() + 3,
+            })
+            .sum::<usize>()
+            + 1
     }
 
     /// The last `id` field, ignoring ids that contain NUL (which the SSE spec discards).
@@ -180,7 +200,8 @@ fn split_lines(s: &str) -> impl Iterator<Item = &str> {
     let mut rest = Some(s);
     std::iter::from_fn(move || {
         let current = rest?;
-        match current.find(['\r', '\n']) {
+        // Both ends are ASCII, so `i` is a char boundary; memchr2 scans a word at a time.
+        match memchr::memchr2(b'\r', b'\n', current.as_bytes()) {
             Some(i) => {
                 let skip = if current[i..].starts_with("\r\n") {
                     2
@@ -314,10 +335,7 @@ impl SseDecoder {
                 }
                 self.skip_lf = false;
             }
-            let Some(offset) = self.buf[self.scanned..]
-                .iter()
-                .position(|&b| b == b'\n' || b == b'\r')
-            else {
+            let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buf[self.scanned..]) else {
                 self.scanned = self.buf.len();
                 return self.out_of_input();
             };

@@ -192,9 +192,7 @@ struct EditObserver {
 
 impl MessageObserver for EditObserver {
     fn observe(&mut self, message: &[u8]) -> Option<Vec<u8>> {
-        if let Ok(text) = std::str::from_utf8(message) {
-            watch_list_changed(text, &self.upstream, &self.edits.catalog);
-        }
+        watch_list_changed(message, &self.upstream, &self.edits.catalog);
         let edited = match self.hook.as_ref()? {
             Hook::WrapState(id, wrap) => self.edits.wrap_upstream_state(id, wrap, message),
             Hook::Edit {
@@ -234,7 +232,7 @@ fn upstream_result(body: &[u8], id: &RequestId) -> Option<Value> {
 /// or has a `\u` escape (the only way JSON spells a letter differently). Exact for every body
 /// that says no, so only the answers that may ask are parsed.
 fn may_ask_for_input(body: &[u8]) -> bool {
-    let contains = |needle: &[u8]| body.windows(needle.len()).any(|window| window == needle);
+    let contains = |needle: &[u8]| memchr::memmem::find(body, needle).is_some();
     contains(b"input_required") || contains(b"\\u")
 }
 
@@ -251,12 +249,12 @@ fn upstream_raw_result(body: &[u8], id: &RequestId) -> Option<RawJson> {
 
 /// Marks the upstream's catalog stale when a relayed message announces that its tools changed;
 /// the next call is then classified against a fresh listing.
-fn watch_list_changed(data: &str, upstream: &str, catalog: &CatalogSync) {
+fn watch_list_changed(data: &[u8], upstream: &str, catalog: &CatalogSync) {
     // Cheap filter first: almost no event is this notification.
-    if !data.contains("notifications/tools/list_changed") {
+    if memchr::memmem::find(data, b"notifications/tools/list_changed").is_none() {
         return;
     }
-    if let Ok(Message::Notification(n)) = Message::parse(data.as_bytes())
+    if let Ok(Message::Notification(n)) = Message::parse(data)
         && n.method == "notifications/tools/list_changed"
     {
         catalog.state.mark_stale(upstream);

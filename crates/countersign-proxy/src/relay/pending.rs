@@ -2,7 +2,7 @@
 //! the gateway has to cut (an oversized event, a failed upstream body) still ends with an answer
 //! to every one of them instead of a silent end the client waits on until its timeout.
 
-use countersign_jsonrpc::message::{Message, RequestId, error_response};
+use countersign_jsonrpc::message::{RequestId, answer_id, error_response};
 use countersign_jsonrpc::sse::SseEvent;
 
 use crate::error::ProxyError;
@@ -25,9 +25,8 @@ impl PendingAnswers {
         if self.ids.is_empty() || !(data.contains("\"result\"") || data.contains("\"error\"")) {
             return;
         }
-        if let Ok(Message::Response(response)) = Message::parse(data.as_bytes())
-            && let Some(id) = response.id
-        {
+        // The id alone, without parsing (and copying) what may be a 16 MiB result.
+        if let Some(id) = answer_id(data) {
             self.ids.retain(|pending| *pending != id);
         }
     }

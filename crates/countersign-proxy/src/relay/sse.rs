@@ -39,12 +39,15 @@ fn drain(
     loop {
         match next(decoder) {
             Ok(Some(mut event)) => {
-                if let Some(observer) = watch.observer.as_mut() {
-                    observe_event(observer, &mut event);
-                }
-                if let Some(data) = event.data() {
+                // The data is looked at once, borrowed: a large answer is not copied for it.
+                let edited = event.data().and_then(|data| {
                     watch.pending.saw(&data);
+                    watch.observer.as_mut()?.observe(data.as_bytes())
+                });
+                if let Some(edited) = edited {
+                    replace_data(&mut event, edited);
                 }
+                out.reserve(event.encoded_len_hint());
                 event.encode(&mut out);
             }
             Ok(None) => break,
@@ -72,25 +75,22 @@ struct Watch<'a> {
     failure: &'a mut Option<SseError>,
 }
 
-/// Lets the observer see (and replace) the data of one event.
-fn observe_event(observer: &mut Observer, event: &mut SseEvent) {
-    let Some(data) = event.data() else { return };
-    let Some(edited) = observer.observe(data.as_bytes()) else {
-        return;
-    };
+/// Puts the observer's `edited` message in place of the data of `event`.
+fn replace_data(event: &mut SseEvent, edited: Vec<u8>) {
     let Ok(edited) = String::from_utf8(edited) else {
         return;
     };
     // The edited message is compact JSON (no newlines), so one data line carries it; the
     // other fields (id, event, retry) keep their places.
-    let mut replaced = false;
+    let mut edited = Some(edited);
     event.fields.retain_mut(|field| match field {
-        SseField::Data(value) if !replaced => {
-            replaced = true;
-            *value = edited.clone();
-            true
-        }
-        SseField::Data(_) => false,
+        SseField::Data(value) => match edited.take() {
+            Some(edited) => {
+                *value = edited;
+                true
+            }
+            None => false,
+        },
         _ => true,
     });
 }

@@ -282,7 +282,7 @@ async fn read_messages(
                         continue;
                     }
                     let Some(data) = event.data() else { continue };
-                    if incoming.send(Bytes::from(data)).await.is_err() {
+                    if incoming.send(Bytes::from(data.into_owned())).await.is_err() {
                         return "the gateway closed the connection".to_owned();
                     }
                 }
