@@ -78,6 +78,8 @@ pub struct RawConfig {
     pub rate_limits: RawRateLimits,
     /// The out-of-band approval page (docs/approval-page.md). Default: none.
     pub approvals: Option<approvals::RawApprovals>,
+    /// OpenTelemetry export; see `RawTelemetry`.
+    pub telemetry: RawTelemetry,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -156,6 +158,26 @@ pub struct Config {
     pub rate_limits: RateLimitsConfig,
     /// The approval page, when `approvals:` is configured.
     pub approvals: Option<approvals::ApprovalsConfig>,
+    /// Where traces go, when anywhere.
+    pub telemetry: TelemetryConfig,
+}
+
+/// `telemetry:` in the config file.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawTelemetry {
+    /// Base URL of an OTLP/HTTP receiver (`http://collector:4318`; traces go to `/v1/traces`).
+    /// Default: `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, taken
+    /// as is); neither set means no traces and no exporter.
+    pub otlp_endpoint: Option<String>,
+}
+
+/// Validated `telemetry:`.
+#[derive(Debug, Default, Clone)]
+pub struct TelemetryConfig {
+    /// The traces URL (`…/v1/traces`) from the config file; `None` leaves it to the
+    /// `OTEL_EXPORTER_OTLP_*` variables.
+    pub otlp_traces_url: Option<String>,
 }
 
 /// Settings of the approval gate.
@@ -404,7 +426,23 @@ impl RawConfig {
             .approvals
             .map(|raw| raw.validate(&other_listeners))
             .transpose()?;
+        let telemetry = TelemetryConfig {
+            otlp_traces_url: match self.telemetry.otlp_endpoint.as_deref() {
+                None | Some("") => None,
+                Some(base) => {
+                    let url = url::Url::parse(base).with_context(|| {
+                        format!("telemetry.otlp_endpoint `{base}` is not a URL")
+                    })?;
+                    ensure!(
+                        matches!(url.scheme(), "http" | "https"),
+                        "telemetry.otlp_endpoint must be an http:// or https:// URL, not `{base}`"
+                    );
+                    Some(format!("{}/v1/traces", base.trim_end_matches('/')))
+                }
+            },
+        };
         Ok(Config {
+            telemetry,
             approvals,
             rate_limits,
             listen,

@@ -36,6 +36,7 @@ pub mod route;
 pub mod server;
 pub mod stack;
 pub mod state;
+pub mod trace;
 pub mod upstream;
 pub mod wire;
 

@@ -74,6 +74,31 @@ pub struct OutOfBandLabels {
     pub outcome: &'static str,
 }
 
+/// Labels of one gated call's decision. Owned: the rule names come from the policy file (a
+/// bounded set, like the upstreams), and the other values are the gateway's own literals.
+/// Principals, tools and arguments are never labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    pub upstream: String,
+    /// The policy's action: `allow`, `confirm` or `deny`.
+    pub action: String,
+    /// The approval channel (`token`, `elicitation`, `input_required`, `out_of_band`…), or
+    /// `none` when the call was not held.
+    pub channel: String,
+    /// The policy rule that decided.
+    pub rule: String,
+    /// What the gateway did: `allowed`, `held`, `denied`, `previewed`…
+    pub decision: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    pub upstream: String,
+    /// The refusal code of the audit line's `rejected:<code>`: `invalid_token`, `replayed`,
+    /// `not_approved`, `rate_limited`, `store_unavailable`, `unsafe_arguments`…
+    pub code: String,
+}
+
 /// Catalog metrics are recorded per listing, not per request, so the upstream name is owned.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CatalogLabels {
@@ -98,6 +123,8 @@ pub struct ProxyMetrics {
     instances: Family<UpstreamLabels, Gauge>,
     instance_starts: Family<InstanceStartLabels, Counter>,
     instance_exits: Family<InstanceExitLabels, Counter>,
+    decisions: Family<DecisionLabels, Counter>,
+    refusals: Family<RefusalLabels, Counter>,
 }
 
 impl ProxyMetrics {
@@ -202,8 +229,22 @@ impl ProxyMetrics {
             "Instances of local upstreams that ended, by cause (stopped by the gateway, or crashed)",
             instance_exits.clone(),
         );
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "countersign_decisions",
+            "Decisions on gated calls (tools/call, prompts/get, resources/read), by upstream, policy action, approval channel, rule and what the gateway did",
+            decisions.clone(),
+        );
+        let refusals = Family::<RefusalLabels, Counter>::default();
+        registry.register(
+            "countersign_refusals",
+            "Gated calls refused by the approval gate (bad or replayed token, not approved, rate limited…), by upstream and refusal code",
+            refusals.clone(),
+        );
         Self {
             requests,
+            decisions,
+            refusals,
             limit_hits,
             rate_store_fallbacks,
             sessions_forgotten,
@@ -240,6 +281,39 @@ impl ProxyMetrics {
                 outcome,
             })
             .inc();
+    }
+
+    /// Counts what one audit line of a gated call says: a refusal by its code, else a decision.
+    /// `outcome` is the line's (`allowed`, `held`, `rejected:invalid_token`…).
+    pub fn record_decision(
+        &self,
+        upstream: &str,
+        event: &str,
+        action: &str,
+        channel: Option<&str>,
+        rule: &str,
+        outcome: &str,
+    ) {
+        if let Some(code) = outcome.strip_prefix("rejected:") {
+            // `rate_limited(calls)`: the detail in brackets stays in the audit line.
+            let code = code.split('(').next().unwrap_or(code);
+            self.refusals
+                .get_or_create(&RefusalLabels {
+                    upstream: upstream.to_owned(),
+                    code: code.to_owned(),
+                })
+                .inc();
+        } else if event == "decision" {
+            self.decisions
+                .get_or_create(&DecisionLabels {
+                    upstream: upstream.to_owned(),
+                    action: action.to_owned(),
+                    channel: channel.unwrap_or("none").to_owned(),
+                    rule: rule.to_owned(),
+                    decision: outcome.to_owned(),
+                })
+                .inc();
+        }
     }
 
     /// Counts one request refused by `limit`.

@@ -24,6 +24,7 @@ use crate::parse::{Parse, ParseLayer};
 use crate::relay::{QuietLimits, StreamSettings};
 use crate::route::{Route, RouteTarget};
 use crate::state::{CatalogState, PolicyHandle};
+use crate::trace::{RequestSpans, RequestSpansLayer};
 use crate::upstream::UpstreamClient;
 
 /// Everything the request path shares across requests, built once by the app.
@@ -44,7 +45,9 @@ pub struct Gateway {
 /// The full service for one listener: the layers of [`gateway_service`], outermost first.
 pub type GatewayService = Identify<
     Hardening<
-        LegacyClients<ClientLimit<Parse<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>>,
+        LegacyClients<
+            ClientLimit<Parse<RequestSpans<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>>,
+        >,
     >,
 >;
 
@@ -107,6 +110,9 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
         .layer(client_limit)
         // The one bounded body read and strict parse; below it, nobody sees the client's bytes.
         .layer(ParseLayer::new(config.limits.clone(), metrics.clone()))
+        // One trace span per request, where method, id and tool are known; above everything that
+        // decides, so their audit lines carry its ids and the upstream request its traceparent.
+        .layer(RequestSpansLayer::new())
         // The `calls` rate limit keys on the principal and the route, not on risk: refusing
         // before classification spares a flood policy conditions and tool listings.
         .layer(LimitCallsLayer::new(rate_limits, metrics.clone()))

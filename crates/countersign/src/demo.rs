@@ -36,7 +36,7 @@ pub(crate) async fn run(listen: &str, admin: &str) -> Result<(), Failure> {
     config.approval.policy = countersign_policy::Policy::from_yaml(DEMO_POLICY)
         .context("the built-in demo policy")
         .map_err(Failure::Config)?;
-    telemetry::init(config.log_format);
+    let _traces = telemetry::init(config.log_format, &config.telemetry).map_err(Failure::Config)?;
     let gateway = RunningGateway::start(config)
         .await
         .map_err(Failure::Runtime)?;

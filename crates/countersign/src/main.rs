@@ -190,12 +190,15 @@ async fn serve(args: ServeArgs) -> Result<(), Failure> {
         log_format: args.log_format,
     });
     let config = raw.validate().map_err(Failure::Config)?;
-    telemetry::init(config.log_format);
+    let traces = telemetry::init(config.log_format, &config.telemetry).map_err(Failure::Config)?;
     let gateway = RunningGateway::start(config)
         .await
         .map_err(Failure::Runtime)?;
-    gateway
+    let stopped = gateway
         .run_until(shutdown_signal())
         .await
-        .map_err(Failure::Runtime)
+        .map_err(Failure::Runtime);
+    // After the drain: the spans of the last requests are in the batch still.
+    let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
+    stopped
 }

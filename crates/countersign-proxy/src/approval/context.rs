@@ -303,6 +303,24 @@ impl Subject<'_> {
             .audit
             .include_arguments()
             .then(|| self.judged.call.arguments.minified());
+        crate::trace::record_decision(&crate::trace::Decision {
+            upstream: self.upstream,
+            principal: &self.principal.id,
+            risk: decision.risk.as_str(),
+            rule: &decision.rule,
+            action: decision.action.as_str(),
+            channel,
+            outcome,
+        });
+        settings.metrics.record_decision(
+            self.upstream,
+            event,
+            decision.action.as_str(),
+            channel,
+            &decision.rule,
+            outcome,
+        );
+        let trace = crate::trace::TraceIds::current();
         settings.audit.record(&AuditRecord {
             ts: timestamp(settings.clock.wall()),
             event,
@@ -319,6 +337,8 @@ impl Subject<'_> {
             args_hash,
             outcome,
             latency_ms: None,
+            trace_id: trace.as_ref().map(crate::trace::TraceIds::trace_id),
+            span_id: trace.as_ref().map(crate::trace::TraceIds::span_id),
             arguments: arguments.as_ref(),
         });
     }

@@ -70,11 +70,22 @@ where
 
 fn record_outcome(pending: &Pending, audit: &CallAudit, outcome: &str) {
     let latency = pending.clock.now().duration_since(audit.started);
+    let upstream = &pending.upstream.upstream.name;
+    crate::trace::record_decision(&crate::trace::Decision {
+        upstream,
+        principal: &audit.principal,
+        risk: audit.risk,
+        rule: &audit.rule,
+        action: audit.action,
+        channel: audit.channel,
+        outcome,
+    });
+    let trace = crate::trace::TraceIds::current();
     pending.sink.record(&AuditRecord {
         ts: timestamp(pending.clock.wall()),
         event: "outcome",
         principal: &audit.principal,
-        upstream: &pending.upstream.upstream.name,
+        upstream,
         method: audit.method,
         tool: &audit.target,
         session: audit.session.as_deref(),
@@ -86,6 +97,8 @@ fn record_outcome(pending: &Pending, audit: &CallAudit, outcome: &str) {
         args_hash: audit.args_hash.as_deref(),
         outcome,
         latency_ms: Some(latency.as_secs_f64() * 1000.0),
+        trace_id: trace.as_ref().map(crate::trace::TraceIds::trace_id),
+        span_id: trace.as_ref().map(crate::trace::TraceIds::span_id),
         arguments: None,
     });
 }

@@ -34,6 +34,8 @@ impl AuditRecord<'_> {
             out.extend_from_slice(b",\"latency_ms\":");
             serde_json::to_writer(&mut *out, &latency).map_err(std::io::Error::other)?;
         }
+        optional(out, "trace_id", self.trace_id);
+        optional(out, "span_id", self.span_id);
         if let Some(arguments) = self.arguments {
             out.extend_from_slice(b",\"arguments\":");
             serde_json::to_writer(&mut *out, arguments).map_err(std::io::Error::other)?;
@@ -91,6 +93,8 @@ mod tests {
             args_hash: some("5f2b"),
             outcome: text,
             latency_ms: present.then_some(1.0 / 3.0),
+            trace_id: some("4bf92f3577b34da6a3ce929d0e0e4736"),
+            span_id: some("00f067aa0ba902b7"),
             arguments,
         }
     }

@@ -120,6 +120,11 @@ pub struct AuditRecord<'a> {
     pub outcome: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<f64>,
+    /// The OpenTelemetry trace and span of the request, when traces are exported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     /// Minified: a record is one line.
     pub arguments: Option<&'a RawJson>,
@@ -302,6 +307,8 @@ mod tests {
                 args_hash: Some("abc"),
                 outcome,
                 latency_ms: None,
+                trace_id: None,
+                span_id: None,
                 arguments,
             });
         }

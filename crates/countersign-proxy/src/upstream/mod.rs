@@ -244,6 +244,7 @@ pub fn upstream_request(
     for (name, value) in extra {
         headers.insert(name.clone(), value.clone());
     }
+    crate::trace::inject(&mut headers);
     let mut request = Request::new(Full::new(body));
     *request.method_mut() = method;
     *request.uri_mut() = upstream.url.clone();
