@@ -46,7 +46,9 @@ pub struct Gateway {
 pub type GatewayService = Identify<
     Hardening<
         LegacyClients<
-            ClientLimit<Parse<RequestSpans<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>>,
+            ClientLimit<
+                Parse<RequestSpans<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>,
+            >,
         >,
     >,
 >;
