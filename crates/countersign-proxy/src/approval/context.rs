@@ -303,15 +303,6 @@ impl Subject<'_> {
             .audit
             .include_arguments()
             .then(|| self.judged.call.arguments.minified());
-        crate::trace::record_decision(&crate::trace::Decision {
-            upstream: self.upstream,
-            principal: &self.principal.id,
-            risk: decision.risk.as_str(),
-            rule: &decision.rule,
-            action: decision.action.as_str(),
-            channel,
-            outcome,
-        });
         settings.metrics.record_decision(
             self.upstream,
             event,

@@ -71,15 +71,6 @@ where
 fn record_outcome(pending: &Pending, audit: &CallAudit, outcome: &str) {
     let latency = pending.clock.now().duration_since(audit.started);
     let upstream = &pending.upstream.upstream.name;
-    crate::trace::record_decision(&crate::trace::Decision {
-        upstream,
-        principal: &audit.principal,
-        risk: audit.risk,
-        rule: &audit.rule,
-        action: audit.action,
-        channel: audit.channel,
-        outcome,
-    });
     let trace = crate::trace::TraceIds::current();
     pending.sink.record(&AuditRecord {
         ts: timestamp(pending.clock.wall()),

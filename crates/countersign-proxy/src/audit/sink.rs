@@ -65,6 +65,7 @@ impl AuditSink {
     }
 
     pub fn record(&self, record: &AuditRecord<'_>) {
+        crate::trace::record_decision(record);
         let Some(lines) = &self.lines else { return };
         let appended = lines.append(|buffer| record.write_json(buffer));
         if let Err(error) = appended {

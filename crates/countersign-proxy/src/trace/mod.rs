@@ -27,6 +27,8 @@ pub use layer::RequestSpansLayer;
 pub use propagation::inject;
 pub use service::RequestSpans;
 
+use crate::audit::AuditRecord;
+
 use opentelemetry::trace::TraceContextExt;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -92,46 +94,41 @@ fn hex(bytes: &[u8], out: &mut [u8]) {
     }
 }
 
-/// What the gateway decided about the call of the current request, as span attributes. Called
-/// with every audit line, so the last line of a call (its outcome) is what the span keeps.
-pub fn record_decision(decision: &Decision<'_>) {
+/// What the gateway decided about the call of the current request, as span attributes: the
+/// audit sink calls it with every line it is given (whether or not audit lines are written), so
+/// the span and the audit trail cannot disagree, and the last line of a call (its outcome) is
+/// what the span keeps.
+pub fn record_decision(line: &AuditRecord<'_>) {
     if !enabled() {
         return;
     }
     let span = tracing::Span::current();
-    span.record("countersign.upstream", decision.upstream);
-    span.record("countersign.principal", decision.principal);
-    span.record("countersign.risk", decision.risk);
-    span.record("countersign.rule", decision.rule);
-    span.record("countersign.action", decision.action);
-    if let Some(channel) = decision.channel {
-        span.record("countersign.channel", channel);
+    span.record("countersign.upstream", line.upstream);
+    span.record("countersign.principal", line.principal);
+    for (name, value) in [
+        ("countersign.risk", line.risk),
+        ("countersign.rule", line.rule),
+        ("countersign.action", line.action),
+        ("countersign.channel", line.channel),
+    ] {
+        if let Some(value) = value {
+            span.record(name, value);
+        }
     }
-    span.record("countersign.outcome", decision.outcome);
-    if let Some(code) = decision.outcome.strip_prefix("rejected:") {
+    let outcome = line.outcome;
+    span.record("countersign.outcome", outcome);
+    if let Some(code) = outcome.strip_prefix("rejected:") {
         // A refused call ended in error, as the conventions ask for a failed operation.
         let code = code.split('(').next().unwrap_or(code);
         span.record("error.type", code);
         span.record("otel.status_code", "ERROR");
-    } else if decision.outcome == "denied" {
+    } else if outcome == "denied" {
         span.record("error.type", "denied");
         span.record("otel.status_code", "ERROR");
-    } else if decision.outcome == "upstream_error" || decision.outcome == "internal_error" {
-        span.record("error.type", decision.outcome);
+    } else if outcome == "upstream_error" || outcome == "internal_error" {
+        span.record("error.type", outcome);
         span.record("otel.status_code", "ERROR");
     }
-}
-
-/// The fields of one audit line that become span attributes.
-#[derive(Debug, Clone, Copy)]
-pub struct Decision<'a> {
-    pub upstream: &'a str,
-    pub principal: &'a str,
-    pub risk: &'a str,
-    pub rule: &'a str,
-    pub action: &'a str,
-    pub channel: Option<&'a str>,
-    pub outcome: &'a str,
 }
 
 #[cfg(test)]
