@@ -28,6 +28,19 @@ const READY_WAIT: Duration = Duration::from_secs(60);
 const CLIENT_DEADLINE: Duration = Duration::from_secs(180);
 
 /// The repository root.
+/// A catalog of one tool per risk class — `lookup` (read), `update` (write), `purge`
+/// (destructive) — for tests that need each kind of call to reach a scripted upstream.
+pub fn lookup_update_purge_catalog() -> Vec<Value> {
+    vec![
+        serde_json::json!({"name": "lookup", "inputSchema": {"type": "object"},
+               "annotations": {"readOnlyHint": true}}),
+        serde_json::json!({"name": "update", "inputSchema": {"type": "object"},
+               "annotations": {"readOnlyHint": false, "destructiveHint": false}}),
+        serde_json::json!({"name": "purge", "inputSchema": {"type": "object"},
+               "annotations": {"destructiveHint": true}}),
+    ]
+}
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

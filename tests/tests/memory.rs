@@ -100,17 +100,6 @@ impl Outcome {
     }
 }
 
-fn catalog() -> Vec<Value> {
-    vec![
-        json!({"name": "lookup", "inputSchema": {"type": "object"},
-               "annotations": {"readOnlyHint": true}}),
-        json!({"name": "update", "inputSchema": {"type": "object"},
-               "annotations": {"readOnlyHint": false, "destructiveHint": false}}),
-        json!({"name": "purge", "inputSchema": {"type": "object"},
-               "annotations": {"destructiveHint": true}}),
-    ]
-}
-
 /// A fresh gateway process (default limits, audit to its stdout, [`POLICY`]) in front of a
 /// scripted upstream listing [`catalog`].
 struct Gateway {
@@ -123,7 +112,9 @@ struct Gateway {
 impl Gateway {
     /// Started by `launcher` (see [`start_gateway_under`]); none for an empty one.
     async fn start(launcher: &[&str]) -> Self {
-        let upstream = ScriptedServer::new(catalog()).start().await;
+        let upstream = ScriptedServer::new(countersign_e2e::lookup_update_purge_catalog())
+            .start()
+            .await;
         let policy = TempFile::new("policy.yaml", POLICY);
         let (process, url) = start_gateway_under(
             launcher,

@@ -16,17 +16,6 @@ const POLICY: &str = "version: 1\n\
 defaults:\n  read: allow\n  write: confirm\n  destructive: deny\n  unknown: confirm\n\
 rules:\n  - id: no-purge\n    tools: [purge]\n    action: deny\n";
 
-fn catalog() -> Vec<Value> {
-    vec![
-        json!({"name": "lookup", "inputSchema": {"type": "object"},
-               "annotations": {"readOnlyHint": true}}),
-        json!({"name": "update", "inputSchema": {"type": "object"},
-               "annotations": {"readOnlyHint": false, "destructiveHint": false}}),
-        json!({"name": "purge", "inputSchema": {"type": "object"},
-               "annotations": {"destructiveHint": true}}),
-    ]
-}
-
 async fn start_receiver() -> (Process, u16) {
     let port = free_port();
     let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
@@ -102,7 +91,9 @@ fn audit_lines(path: &std::path::Path) -> Vec<Value> {
 #[tokio::test]
 async fn a_tool_call_is_one_server_span_continuing_the_clients_trace() {
     let (_receiver, receiver_port) = start_receiver().await;
-    let upstream = ScriptedServer::new(catalog()).start().await;
+    let upstream = ScriptedServer::new(countersign_e2e::lookup_update_purge_catalog())
+        .start()
+        .await;
     let policy = TempFile::new("policy.yaml", POLICY);
     let audit = TempFile::new("audit.jsonl", "");
     let (mut gateway, url, _) = start_gateway(
@@ -195,7 +186,9 @@ async fn a_tool_call_is_one_server_span_continuing_the_clients_trace() {
 
 #[tokio::test]
 async fn without_an_endpoint_audit_lines_carry_no_trace_and_the_clients_traceparent_passes() {
-    let upstream = ScriptedServer::new(catalog()).start().await;
+    let upstream = ScriptedServer::new(countersign_e2e::lookup_update_purge_catalog())
+        .start()
+        .await;
     let policy = TempFile::new("policy.yaml", POLICY);
     let audit = TempFile::new("audit.jsonl", "");
     let (mut gateway, url, _) =
@@ -233,7 +226,9 @@ fn families(scrape: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn metrics_are_named_countersign_and_the_dashboard_queries_only_real_ones() {
-    let upstream = ScriptedServer::new(catalog()).start().await;
+    let upstream = ScriptedServer::new(countersign_e2e::lookup_update_purge_catalog())
+        .start()
+        .await;
     let policy = TempFile::new("policy.yaml", POLICY);
     let (_gateway, url, metrics) = start_gateway(&upstream.url(), &policy, "off", &[]).await;
     for (id, tool) in [(1, "lookup"), (2, "purge")] {
