@@ -17,6 +17,7 @@ pub mod classify;
 pub mod client_limit;
 pub mod clock;
 pub mod config;
+pub mod discovery;
 pub mod display;
 pub mod edits;
 pub mod error;

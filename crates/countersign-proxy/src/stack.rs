@@ -13,6 +13,7 @@ use crate::classify::{Classify, ClassifyLayer};
 use crate::client_limit::{ClientLimit, ClientLimitLayer};
 use crate::clock::Clock;
 use crate::config::ProxyConfig;
+use crate::discovery::{Discover, Discovery, DiscoveryLayer};
 use crate::edits::ResponseEdits;
 use crate::forward::Forwarder;
 use crate::hardening::{Hardening, HardeningLayer, HardeningRules};
@@ -43,11 +44,13 @@ pub struct Gateway {
 }
 
 /// The full service for one listener: the layers of [`gateway_service`], outermost first.
-pub type GatewayService = Identify<
-    Hardening<
-        LegacyClients<
-            ClientLimit<
-                Parse<RequestSpans<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>,
+pub type GatewayService = Discover<
+    Identify<
+        Hardening<
+            LegacyClients<
+                ClientLimit<
+                    Parse<RequestSpans<LimitCalls<Classify<Approve<AuditOutcomes<Forwarder>>>>>>,
+                >,
             >,
         >,
     >,
@@ -57,6 +60,7 @@ pub type GatewayService = Identify<
 pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService {
     let routes = gateway.routes;
     let clock = gateway.approval.clock.clone();
+    let discovery = Discovery::new(&gateway.identity, &routes, clock.clone());
     let max_event_bytes = config.limits.max_sse_event_bytes.get();
     let catalog = CatalogSync {
         state: gateway.catalog.clone(),
@@ -95,10 +99,13 @@ pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService
     };
 
     ServiceBuilder::new()
+        // Discovery documents are public and fetched before a client has any credential, so
+        // they are served first of all; on the way out, upstreams' 401s are pointed at them.
+        .layer(DiscoveryLayer::new(discovery))
         // Who is calling, first of all: a request whose credential fails costs one verification
-        // and a 401, reaches no session, body read or upstream, and takes no client slot. It
-        // also serves the protected-resource metadata that 401 points to. Legacy clients' GETs
-        // and POSTs pass here like any other request, so they get the very same checks.
+        // and a 401, reaches no session, body read or upstream, and takes no client slot. Legacy
+        // clients' GETs and POSTs pass here like any other request, so they get the very same
+        // checks.
         .layer(IdentityLayer::new(gateway.identity))
         // Framing, routing, Host and Origin checks come first: nothing may read the body of a
         // request that is smuggled, misrouted, or sent by a foreign page.

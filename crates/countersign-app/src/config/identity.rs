@@ -40,7 +40,8 @@ pub struct RawIdentity {
     /// Requests without any credential are `anonymous` instead of refused (401).
     pub allow_anonymous: bool,
     /// The gateway's public origin (`https://mcp.example.com`), for the protected-resource
-    /// metadata and the `resource_metadata` of 401s. Required with a `jwt` method.
+    /// metadata and the `resource_metadata` of 401s. Required with a `jwt` method. Without it,
+    /// URLs clients are told name `http://` and the host they asked for.
     pub public_url: Option<String>,
     /// Authorization servers named in the metadata. Default: the `jwt` methods' issuers.
     pub authorization_servers: Option<Vec<String>>,
@@ -148,7 +149,7 @@ impl RawIdentity {
                 _ => bail!("{field}: give exactly one of `jwt`, `api_keys`, `trusted_header`"),
             });
         }
-        let metadata = match self.public_url {
+        let public_url = match self.public_url {
             Some(url) => {
                 let parsed = url::Url::parse(&url)
                     .with_context(|| format!("identity.public_url: `{url}` is not a URL"))?;
@@ -158,23 +159,33 @@ impl RawIdentity {
                         && !url.contains('"'),
                     "identity.public_url must be an origin like https://mcp.example.com"
                 );
+                Some(url.trim_end_matches('/').to_owned())
+            }
+            None => None,
+        };
+        // The gateway is the resource server when it verifies tokens of authorization servers
+        // (its own metadata names them); otherwise the upstreams' own metadata passes through.
+        let authorization_servers = self.authorization_servers.unwrap_or(issuers);
+        let metadata = match &public_url {
+            Some(public_url) if !authorization_servers.is_empty() => {
                 Some(Arc::new(ResourceMetadata {
-                    public_url: url.trim_end_matches('/').to_owned(),
+                    public_url: public_url.clone(),
                     paths: paths.to_vec(),
-                    authorization_servers: self.authorization_servers.unwrap_or(issuers),
+                    authorization_servers,
                     scopes_supported: self.scopes_supported,
                 }))
             }
-            None if !issuers.is_empty() => bail!(
-                "identity.public_url is required with a `jwt` method: clients find the \
-                 authorization server through the metadata it names"
+            None if !authorization_servers.is_empty() => bail!(
+                "identity.public_url is required with a `jwt` method or `authorization_servers`: \
+                 clients find the authorization server through the metadata it names"
             ),
-            None => None,
+            _ => None,
         };
         Ok(Identity {
             methods,
             allow_anonymous: self.allow_anonymous,
             metadata,
+            public_url,
             forward_consumed_token: self.forward_token,
         })
     }

@@ -33,12 +33,7 @@ impl ResourceMetadata {
     /// The metadata URL for the resource at `path` (RFC 9728 §3.1: the well-known prefix
     /// inserted before the resource's path).
     fn url_for(&self, path: &str) -> String {
-        let path = self.resource_path(path);
-        format!(
-            "{}{WELL_KNOWN}{}",
-            self.origin(),
-            path.trim_end_matches('/')
-        )
+        metadata_url(self.origin(), self.resource_path(path))
     }
 
     /// The configured MCP path a request path belongs to: itself, or the first route when the
@@ -51,7 +46,7 @@ impl ResourceMetadata {
     }
 
     /// The metadata document for a `GET` of the well-known URL, if `request` is one.
-    pub(crate) fn serve<B>(&self, request: &Request<B>) -> Option<Response<ResponseBody>> {
+    pub fn serve<B>(&self, request: &Request<B>) -> Option<Response<ResponseBody>> {
         let suffix = request.uri().path().strip_prefix(WELL_KNOWN)?;
         if !(suffix.is_empty() || suffix.starts_with('/')) {
             return None;
@@ -85,6 +80,12 @@ impl ResourceMetadata {
         );
         Some(response)
     }
+}
+
+/// Where the metadata of the resource at `origin` + `path` is served (RFC 9728 §3.1: the
+/// well-known prefix inserted between the origin and the resource's path).
+pub fn metadata_url(origin: &str, path: &str) -> String {
+    format!("{origin}{WELL_KNOWN}{}", path.trim_end_matches('/'))
 }
 
 /// The 401 for `refusal` of a request to `path`.

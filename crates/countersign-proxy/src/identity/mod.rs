@@ -18,7 +18,7 @@ mod service;
 
 pub use api_keys::{ApiKey, ApiKeys, hash_key, new_key, parse_hash};
 pub use bearer::{BearerJwt, ClaimNames};
-pub use challenge::{ResourceMetadata, WELL_KNOWN};
+pub use challenge::{ResourceMetadata, WELL_KNOWN, metadata_url};
 pub use layer::IdentityLayer;
 pub use service::Identify;
 
@@ -55,9 +55,12 @@ pub struct Identity {
     pub methods: Vec<Method>,
     /// A request with no credential is `anonymous` instead of refused.
     pub allow_anonymous: bool,
-    /// Served at `/.well-known/oauth-protected-resource…` and named in every 401, when the
-    /// gateway is the resource server for bearer tokens.
+    /// Served at `/.well-known/oauth-protected-resource…` (by the discovery layer) and named in
+    /// every 401, when the gateway is the resource server for bearer tokens.
     pub metadata: Option<Arc<ResourceMetadata>>,
+    /// The gateway's public origin as clients reach it (`identity.public_url`), e.g.
+    /// `https://mcp.example.com`; `None`: `http://` and the request's own host.
+    pub public_url: Option<String>,
     /// Keep the client's `Authorization` header after the gateway consumed it (off: an
     /// upstream with `auth: forward` never sees a token that was meant for the gateway).
     pub forward_consumed_token: bool,
@@ -70,6 +73,7 @@ impl Default for Identity {
             methods: Vec::new(),
             allow_anonymous: true,
             metadata: None,
+            public_url: None,
             forward_consumed_token: false,
         }
     }

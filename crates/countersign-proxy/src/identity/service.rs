@@ -37,9 +37,6 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let identity = self.identity.clone();
-        if let Some(document) = identity.metadata.as_ref().and_then(|m| m.serve(&request)) {
-            return ResponseFuture::answered(document);
-        }
         match identity.claim(request.headers()) {
             Claim::Decided(decided) => match admit(&identity, request, decided) {
                 Ok(request) => ResponseFuture::inner(self.inner.call(request)),

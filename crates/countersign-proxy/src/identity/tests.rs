@@ -177,6 +177,7 @@ fn jwt_identity() -> Identity {
             authorization_servers: vec!["https://id.example.com".into()],
             scopes_supported: Vec::new(),
         })),
+        public_url: Some("https://mcp.example.com".into()),
         forward_consumed_token: false,
     }
 }
