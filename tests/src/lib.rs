@@ -245,8 +245,19 @@ pub async fn start_gateway_with_config(
     extra_args: &[&str],
     envs: &[(&str, &str)],
 ) -> (Process, String, countersign_testkit::TempFile) {
+    start_gateway_with_config_on(free_port(), config_yaml, path, extra_args, envs).await
+}
+
+/// [`start_gateway_with_config`] on `port`, for tests whose other parts must know the
+/// gateway's URL before it starts (an authorization server issuing tokens for it, say).
+pub async fn start_gateway_with_config_on(
+    port: u16,
+    config_yaml: &str,
+    path: &str,
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Process, String, countersign_testkit::TempFile) {
     let config = countersign_testkit::TempFile::new("countersign.yaml", config_yaml);
-    let port = free_port();
     let mut command = Command::new(countersign_binary());
     command
         .args([

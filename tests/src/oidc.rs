@@ -191,3 +191,45 @@ impl TokenProvider {
         response.json()["kid"].as_str().expect("a kid").to_owned()
     }
 }
+
+/// The notes store doing its own OAuth (`upstream.py --auth-issuer --auth-audience`, the Python
+/// SDK's resource-server support) on a free port: every MCP request needs a JWT of `issuer` for
+/// `audience`, and its 401s and metadata name its own URL. Returns it and its MCP URL.
+pub async fn start_oauth_upstream(issuer: &str, audience: &str) -> (crate::Process, String) {
+    let port = countersign_testkit::free_port();
+    let mut command = Command::new(tool_env("COUNTERSIGN_PYTHON"));
+    command.arg(peers_dir().join("python/upstream.py")).args([
+        "--port",
+        &port.to_string(),
+        "--auth-issuer",
+        issuer,
+        "--auth-audience",
+        audience,
+    ]);
+    let process = crate::Process::start_until_ready("python OAuth upstream", command).await;
+    (process, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// Runs the TypeScript SDK client that authorizes itself (`tests/peers/node/oauth-client.mjs`)
+/// against `url` as `user` of `provider` (scope `mcp`), with `options` (`--read TOOL`,
+/// `--write TOOL --write-args JSON`); returns its transcript, whether it succeeded or not.
+pub async fn run_oauth_client(
+    url: &str,
+    provider: &TokenProvider,
+    user: &str,
+    options: &[&str],
+) -> (bool, serde_json::Value) {
+    let mut command = Command::new(tool_env("COUNTERSIGN_NODE"));
+    command
+        .arg(peers_dir().join("node/oauth-client.mjs"))
+        .args(["--url", url, "--client-id", user])
+        .args(["--client-secret", &format!("{user}-secret")])
+        .args(["--issuer", &provider.issuer, "--scope", "mcp"])
+        .args(options)
+        .current_dir(peers_dir().join("node"));
+    let (ok, stdout, stderr) =
+        crate::run_to_completion("oauth-client.mjs", command, Duration::from_secs(120)).await;
+    let transcript = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("oauth-client.mjs printed no transcript ({e}): {stderr}"));
+    (ok, transcript)
+}

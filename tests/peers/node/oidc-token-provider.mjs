@@ -1,6 +1,7 @@
 // A real OAuth authorization server issuing JWT access tokens for one resource (an MCP
 // endpoint of the gateway): the `oidc-provider` package on a free loopback port, with the
-// `client_credentials` grant and resource indicators (RFC 8707, `accessTokenFormat: 'jwt'`).
+// `client_credentials` grant and resource indicators (RFC 8707, `accessTokenFormat: 'jwt'`);
+// a token request for any other resource is refused (`invalid_target`).
 // Each client is a user of the tests (ada[dev], bob[sre], carol[sre], mallory[]); its
 // `client_id` is the token's `sub`, and `groups` is added to the token.
 //
@@ -17,7 +18,7 @@
 // Test use only.
 import crypto from "node:crypto";
 import http from "node:http";
-import Provider from "oidc-provider";
+import Provider, { errors } from "oidc-provider";
 
 const GROUPS = { ada: ["dev"], bob: ["sre"], carol: ["sre"], mallory: [] };
 const resource = process.argv[2];
@@ -84,12 +85,17 @@ server.listen(0, "127.0.0.1", () => {
           enabled: true,
           defaultResource: () => resource,
           useGrantedResource: () => true,
-          getResourceServerInfo: () => ({
-            scope: "mcp",
-            audience: resource,
-            accessTokenFormat: "jwt",
-            jwt: { sign: { alg: "ES256" } },
-          }),
+          // Tokens for the one resource only: a client that asks for any other (say, the URL of
+          // the server behind a gateway) is refused, as a real deployment's provider would.
+          getResourceServerInfo: (_ctx, indicator) => {
+            if (indicator !== resource) throw new errors.InvalidTarget();
+            return {
+              scope: "mcp",
+              audience: resource,
+              accessTokenFormat: "jwt",
+              jwt: { sign: { alg: "ES256" } },
+            };
+          },
         },
       },
       async extraTokenClaims(_ctx, token) {

@@ -13,6 +13,7 @@ the gateway says it did.
 
 Usage: upstream.py --port N [--json-response] [--transport streamable-http|sse]
                    [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]
+                   [--auth-issuer URL --auth-audience URL]
        upstream.py --stdio
 
 With `--transport sse` it speaks only the legacy 2024-11-05 HTTP+SSE transport
@@ -22,6 +23,9 @@ stdout once the port accepts connections; everything else goes to stderr.
 With --tls-cert and --tls-key it serves HTTPS instead of HTTP (uvicorn's TLS,
 HTTP/1.1, no ALPN); --tls-client-ca also makes it require a client certificate
 issued by that CA, refusing the handshake otherwise.
+With --auth-issuer and --auth-audience it does its own OAuth (bearer_auth.py): every MCP
+request needs a JWT of that issuer for that audience, and a 401 names its own
+protected-resource metadata.
 With `--stdio` it speaks MCP on stdin and stdout instead (one JSON-RPC message
 per line, as a gateway's stdio upstream) and logs to stderr.
 Exits non-zero with a message on failure.
@@ -316,7 +320,13 @@ def main() -> int:
         metavar="PEM",
         help="require a client certificate issued by this CA (mTLS)",
     )
+    parser.add_argument("--auth-issuer", metavar="URL", help="require bearer JWTs of this OAuth issuer")
+    parser.add_argument("--auth-audience", metavar="URL", help="the audience those tokens must name")
     args = parser.parse_args()
+    if (args.auth_issuer is None) != (args.auth_audience is None):
+        parser.error("--auth-issuer and --auth-audience go together")
+    if args.stdio and args.auth_issuer is not None:
+        parser.error("--stdio takes no --auth-*")
     if args.stdio:
         if (
             args.port is not None
@@ -342,6 +352,12 @@ def main() -> int:
         except KeyboardInterrupt:
             pass
         return 0
+    if args.auth_issuer is not None:
+        from bearer_auth import require_tokens
+
+        scheme = "https" if args.tls_cert else "http"
+        path = "/sse" if args.transport == "sse" else "/mcp"
+        require_tokens(mcp, args.auth_issuer, args.auth_audience, f"{scheme}://127.0.0.1:{args.port}{path}")
     try:
         tls = _tls_options(args)
         if tls:
