@@ -121,6 +121,11 @@ async fn a_tool_call_is_one_server_span_continuing_the_clients_trace() {
         .post_json(&url, &[("traceparent", &traceparent)], &denied)
         .await;
     assert_eq!(refused.status, 200, "{}", refused.text());
+    let write = tool_call(9, "update", json!({"id": 1})).to_string();
+    let held = TestClient::default()
+        .post_json(&url, &[("traceparent", &traceparent)], &write)
+        .await;
+    assert_eq!(held.status, 200, "{}", held.text());
 
     // SIGTERM: the spans still in the exporter's batch are sent before the process exits.
     let status = gateway.terminate().await;
@@ -173,6 +178,17 @@ async fn a_tool_call_is_one_server_span_continuing_the_clients_trace() {
     assert_eq!(purge["attributes"]["countersign.action"], "deny");
     assert_eq!(purge["attributes"]["countersign.rule"], "no-purge");
     assert_eq!(purge["status"]["code"], "STATUS_CODE_ERROR");
+
+    // The held call: its channel, and nothing upstream either.
+    let update = spans
+        .iter()
+        .find(|s| s["name"] == "tools/call update")
+        .unwrap_or_else(|| panic!("no span for the held call in {spans:#?}"));
+    println!("held span as the receiver recorded it: {update:#}");
+    assert_eq!(update["attributes"]["countersign.risk"], "write");
+    assert_eq!(update["attributes"]["countersign.action"], "confirm");
+    assert_eq!(update["attributes"]["countersign.channel"], "token");
+    assert_eq!(update["attributes"]["countersign.outcome"], "held");
 
     // The audit line of the call names the same trace and span.
     let lines = audit_lines(audit.path());
