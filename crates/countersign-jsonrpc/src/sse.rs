@@ -7,10 +7,12 @@
 //! inspect the `data` of `message` events. Line ends are normalised to `\n` on output.
 
 use std::borrow::Cow;
-use std::fmt;
 
+mod decoder;
 #[cfg(test)]
 mod tests;
+
+pub use decoder::{RawEvent, SseDecoder, SseError};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -165,9 +167,14 @@ impl SseEvent {
     /// could turn into a `data` line or a comment the sender never meant; one more BOM in front
     /// is what the decoder strips instead.
     pub fn guard_stream_start(encoded: &mut Vec<u8>) {
-        if encoded.starts_with(BOM) {
+        if Self::needs_stream_start_guard(encoded) {
             encoded.splice(0..0, BOM.iter().copied());
         }
+    }
+
+    /// Whether `encoded`, the first bytes of a stream, needs [`SseEvent::guard_stream_start`].
+    pub fn needs_stream_start_guard(encoded: &[u8]) -> bool {
+        encoded.starts_with(BOM)
     }
 
     /// [`SseEvent::encode`] into a new buffer.
@@ -217,221 +224,4 @@ fn split_lines(s: &str) -> impl Iterator<Item = &str> {
             }
         }
     })
-}
-
-/// Why an event stream was refused. Once a decoder has failed it keeps returning the error:
-/// a stream that lost sync cannot be relayed safely.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SseError {
-    /// A line is not valid UTF-8 (the SSE spec mandates UTF-8).
-    #[error("event stream is not valid utf-8")]
-    InvalidUtf8,
-    /// One event (all its lines, terminators included) exceeds the configured bound.
-    #[error("event larger than {max} bytes")]
-    EventTooLarge { max: usize },
-}
-
-/// Incremental SSE decoder: feed bytes with [`push`](SseDecoder::push), take complete events
-/// with [`next_event`](SseDecoder::next_event), and call [`finish`](SseDecoder::finish) at end
-/// of stream.
-///
-/// Work is linear in the input: each byte is scanned for a line end once, however the stream
-/// is chunked, and consumed bytes are dropped in amortised O(1).
-pub struct SseDecoder {
-    buf: Vec<u8>,
-    /// Start of the first unconsumed line in `buf`.
-    pos: usize,
-    /// `buf[pos..scanned]` is known to hold no line end.
-    scanned: usize,
-    /// The last line ended with CR; an LF at the very next byte belongs to it (CRLF split
-    /// across chunks).
-    skip_lf: bool,
-    bom_resolved: bool,
-    fields: Vec<SseField>,
-    event_bytes: usize,
-    max_event_bytes: usize,
-    eof: bool,
-    failed: Option<SseError>,
-    discarded_partial: bool,
-}
-
-impl fmt::Debug for SseDecoder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SseDecoder")
-            .field("buffered", &(self.buf.len() - self.pos))
-            .field("pending_fields", &self.fields.len())
-            .field("event_bytes", &self.event_bytes)
-            .field("max_event_bytes", &self.max_event_bytes)
-            .field("eof", &self.eof)
-            .field("failed", &self.failed)
-            .finish()
-    }
-}
-
-impl SseDecoder {
-    /// A decoder that refuses any event larger than `max_event_bytes`.
-    pub fn new(max_event_bytes: usize) -> SseDecoder {
-        SseDecoder {
-            buf: Vec::new(),
-            pos: 0,
-            scanned: 0,
-            skip_lf: false,
-            bom_resolved: false,
-            fields: Vec::new(),
-            event_bytes: 0,
-            max_event_bytes,
-            eof: false,
-            failed: None,
-            discarded_partial: false,
-        }
-    }
-
-    /// Appends bytes from the stream.
-    pub fn push(&mut self, chunk: &[u8]) {
-        if self.failed.is_some() {
-            // The stream is already refused; buffering more would only grow memory.
-            return;
-        }
-        if self.pos == self.buf.len() {
-            self.buf.clear();
-            self.pos = 0;
-            self.scanned = 0;
-        } else if self.pos > 0 && self.pos >= self.buf.len() / 2 {
-            // Dropping the consumed prefix only once it is at least half the buffer keeps the
-            // copying amortised linear.
-            self.buf.drain(..self.pos);
-            self.scanned -= self.pos;
-            self.pos = 0;
-        }
-        self.buf.extend_from_slice(chunk);
-    }
-
-    /// The next complete event (terminated by a blank line), or `None` until more bytes arrive.
-    /// Blank lines with no fields before them produce no event.
-    pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
-        if let Some(err) = &self.failed {
-            return Err(err.clone());
-        }
-        if !self.bom_resolved {
-            let available = &self.buf[self.pos..];
-            if available.len() < BOM.len() && BOM.starts_with(available) && !self.eof {
-                return Ok(None);
-            }
-            if available.starts_with(BOM) {
-                self.pos += BOM.len();
-                self.scanned = self.scanned.max(self.pos);
-            }
-            self.bom_resolved = true;
-        }
-        loop {
-            if self.skip_lf {
-                match self.buf.get(self.pos) {
-                    None => return self.out_of_input(),
-                    Some(b'\n') => {
-                        self.pos += 1;
-                        self.scanned = self.scanned.max(self.pos);
-                    }
-                    Some(_) => {}
-                }
-                self.skip_lf = false;
-            }
-            let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buf[self.scanned..]) else {
-                self.scanned = self.buf.len();
-                return self.out_of_input();
-            };
-            let end = self.scanned + offset;
-            let start = self.pos;
-            self.skip_lf = self.buf[end] == b'\r';
-            self.pos = end + 1;
-            self.scanned = self.pos;
-            if let Some(event) = self.take_line(start, end)? {
-                return Ok(Some(event));
-            }
-        }
-    }
-
-    /// Signals end of stream and returns the next complete event still buffered; call until it
-    /// returns `Ok(None)`. A trailing event without its blank line is discarded, as the SSE
-    /// spec requires; [`discarded_partial`](SseDecoder::discarded_partial) reports it.
-    pub fn finish(&mut self) -> Result<Option<SseEvent>, SseError> {
-        self.eof = true;
-        self.next_event()
-    }
-
-    /// Whether [`finish`](SseDecoder::finish) dropped an unterminated trailing event.
-    pub fn discarded_partial(&self) -> bool {
-        self.discarded_partial
-    }
-
-    fn fail<T>(&mut self, err: SseError) -> Result<T, SseError> {
-        self.failed = Some(err.clone());
-        Err(err)
-    }
-
-    fn out_of_input(&mut self) -> Result<Option<SseEvent>, SseError> {
-        let partial_line = self.buf.len() - self.pos;
-        if self.event_bytes.saturating_add(partial_line) > self.max_event_bytes {
-            let max = self.max_event_bytes;
-            return self.fail(SseError::EventTooLarge { max });
-        }
-        if self.eof {
-            if partial_line > 0 || !self.fields.is_empty() {
-                self.discarded_partial = true;
-            }
-            self.fields.clear();
-            self.event_bytes = 0;
-            self.pos = self.buf.len();
-            self.scanned = self.pos;
-            self.skip_lf = false;
-        }
-        Ok(None)
-    }
-
-    fn take_line(&mut self, start: usize, end: usize) -> Result<Option<SseEvent>, SseError> {
-        if start == end {
-            self.event_bytes = 0;
-            if self.fields.is_empty() {
-                return Ok(None);
-            }
-            return Ok(Some(SseEvent {
-                fields: std::mem::take(&mut self.fields),
-            }));
-        }
-        self.event_bytes = self.event_bytes.saturating_add(end - start + 1);
-        if self.event_bytes > self.max_event_bytes {
-            let max = self.max_event_bytes;
-            return self.fail(SseError::EventTooLarge { max });
-        }
-        let field = match std::str::from_utf8(&self.buf[start..end]) {
-            Ok(line) => parse_field(line),
-            Err(_) => return self.fail(SseError::InvalidUtf8),
-        };
-        self.fields.push(field);
-        Ok(None)
-    }
-}
-
-fn strip_one_space(s: &str) -> &str {
-    s.strip_prefix(' ').unwrap_or(s)
-}
-
-fn parse_field(line: &str) -> SseField {
-    if let Some(comment) = line.strip_prefix(':') {
-        return SseField::Comment(strip_one_space(comment).to_owned());
-    }
-    let (name, value) = match line.split_once(':') {
-        Some((name, value)) => (name, strip_one_space(value)),
-        None => (line, ""),
-    };
-    let value = value.to_owned();
-    match name {
-        "event" => SseField::Event(value),
-        "data" => SseField::Data(value),
-        "id" => SseField::Id(value),
-        "retry" => SseField::Retry(value),
-        _ => SseField::Other {
-            name: name.to_owned(),
-            value,
-        },
-    }
 }

@@ -8,12 +8,13 @@
 //! A quiet stream gets keep-alive comments and, once its upstream has been silent for the idle
 //! timeout, is ended ([`quiet`](super::quiet)).
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use countersign_jsonrpc::sse::{SseDecoder, SseError, SseEvent, SseField};
+use countersign_jsonrpc::sse::{RawEvent, SseDecoder, SseError, SseEvent, SseField};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
@@ -27,28 +28,45 @@ use crate::clock::Clock;
 use crate::error::ProxyError;
 use crate::metrics::{ProxyMetrics, StreamGuard};
 
-/// Encodes every event `next` yields (after the observer saw it) into one frame; `None` when
-/// there was none. A decoding failure ends the drain: the events before it are still returned,
-/// and the failure is left in `failure` for the caller to cut the stream with.
+/// Events at least this large go to the client as frames of their own, the very bytes that
+/// arrived; smaller ones are gathered into one frame per drain (one write for many events).
+const OWN_FRAME_BYTES: usize = 16 * 1024;
+
+/// Queues every event `next` yields (after the observer saw it) as frames in `watch.ready`;
+/// whether it queued any. An event nobody edited goes out as the bytes it arrived as
+/// ([`RawEvent::wire`]); one that was edited, or arrived with CR line ends, is re-encoded. A
+/// decoding failure ends the drain: the events before it are still queued, and the failure is
+/// left in `failure` for the caller to cut the stream with.
 fn drain(
     decoder: &mut SseDecoder,
     watch: &mut Watch<'_>,
-    next: fn(&mut SseDecoder) -> Result<Option<SseEvent>, SseError>,
-) -> Option<Frame<Bytes>> {
-    let mut out = Vec::new();
+    next: fn(&mut SseDecoder) -> Result<Option<RawEvent>, SseError>,
+) -> bool {
+    let queued = watch.ready.len();
+    let mut gathered = Vec::new();
     loop {
         match next(decoder) {
-            Ok(Some(mut event)) => {
+            Ok(Some(event)) => {
                 // The data is looked at once, borrowed: a large answer is not copied for it.
                 let edited = event.data().and_then(|data| {
                     watch.pending.saw(&data);
                     watch.observer.as_mut()?.observe(data.as_bytes())
                 });
-                if let Some(edited) = edited {
-                    replace_data(&mut event, edited);
+                match (edited, event.wire()) {
+                    (None, Some(wire)) if wire.len() >= OWN_FRAME_BYTES => {
+                        watch.queue(std::mem::take(&mut gathered));
+                        watch.queue_bytes(wire.clone());
+                    }
+                    (None, Some(wire)) => gathered.extend_from_slice(wire),
+                    (edited, _) => {
+                        let mut event = event.into_event();
+                        if let Some(edited) = edited {
+                            replace_data(&mut event, edited);
+                        }
+                        gathered.reserve(event.encoded_len_hint());
+                        event.encode(&mut gathered);
+                    }
                 }
-                out.reserve(event.encoded_len_hint());
-                event.encode(&mut out);
             }
             Ok(None) => break,
             Err(error) => {
@@ -57,14 +75,8 @@ fn drain(
             }
         }
     }
-    if out.is_empty() {
-        return None;
-    }
-    if !*watch.sent_anything {
-        SseEvent::guard_stream_start(&mut out);
-        *watch.sent_anything = true;
-    }
-    Some(Frame::data(Bytes::from(out)))
+    watch.queue(gathered);
+    watch.ready.len() > queued
 }
 
 /// What [`drain`] updates besides the decoder.
@@ -73,6 +85,28 @@ struct Watch<'a> {
     pending: &'a mut PendingAnswers,
     sent_anything: &'a mut bool,
     failure: &'a mut Option<SseError>,
+    ready: &'a mut VecDeque<Bytes>,
+}
+
+impl Watch<'_> {
+    fn queue(&mut self, gathered: Vec<u8>) {
+        if !gathered.is_empty() {
+            self.queue_bytes(Bytes::from(gathered));
+        }
+    }
+
+    fn queue_bytes(&mut self, bytes: Bytes) {
+        if !*self.sent_anything {
+            *self.sent_anything = true;
+            if SseEvent::needs_stream_start_guard(&bytes) {
+                let mut guarded = bytes.to_vec();
+                SseEvent::guard_stream_start(&mut guarded);
+                self.ready.push_back(Bytes::from(guarded));
+                return;
+            }
+        }
+        self.ready.push_back(bytes);
+    }
 }
 
 /// Puts the observer's `edited` message in place of the data of `event`.
@@ -113,6 +147,8 @@ pin_project! {
         pending: PendingAnswers,
         // A decoding failure met while draining, acted on once the events before it are out.
         failure: Option<SseError>,
+        // Frames drained and not yet handed to hyper, oldest first.
+        ready: VecDeque<Bytes>,
         quiet: QuietClock,
         #[pin]
         timer: Sleep,
@@ -159,6 +195,7 @@ impl<B> SseRelay<B> {
             observer,
             pending,
             failure: None,
+            ready: VecDeque::new(),
             quiet,
             timer,
             metrics: metrics.clone(),
@@ -182,6 +219,10 @@ where
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let mut this = self.project();
         loop {
+            if let Some(frame) = this.ready.pop_front() {
+                this.quiet.sent();
+                return Poll::Ready(Some(Ok(Frame::data(frame))));
+            }
             if let Some(failure) = this.failure.take() {
                 let error = match failure {
                     SseError::EventTooLarge { max } => {
@@ -202,21 +243,23 @@ where
             if this.upstream.is_none() {
                 return Poll::Ready(None);
             }
-            // Drain every event already complete into one frame: one write per upstream chunk.
+            // Drain every event already complete: one write per upstream chunk, unless an event
+            // is large enough for a frame of its own.
             let mut watch = Watch {
                 observer: this.observer,
                 pending: this.pending,
                 sent_anything: this.sent_anything,
                 failure: this.failure,
+                ready: this.ready,
             };
-            match drain(this.decoder, &mut watch, SseDecoder::next_event) {
-                Some(frame) => {
-                    this.quiet.sent();
-                    return Poll::Ready(Some(Ok(frame)));
-                }
-                None if this.failure.is_some() => continue,
-                None if *this.upstream_done => return Poll::Ready(None),
-                None => {}
+            if drain(this.decoder, &mut watch, SseDecoder::next_raw_event) {
+                continue;
+            }
+            if this.failure.is_some() {
+                continue;
+            }
+            if *this.upstream_done {
+                return Poll::Ready(None);
             }
             let Some(upstream) = this.upstream.as_mut().as_pin_mut() else {
                 return Poll::Ready(None);
@@ -268,12 +311,11 @@ where
                         pending: this.pending,
                         sent_anything: this.sent_anything,
                         failure: this.failure,
+                        ready: this.ready,
                     };
-                    match drain(this.decoder, &mut watch, SseDecoder::finish) {
-                        Some(frame) => return Poll::Ready(Some(Ok(frame))),
-                        None if this.failure.is_some() => continue,
-                        None => return Poll::Ready(None),
-                    }
+                    drain(this.decoder, &mut watch, SseDecoder::finish_raw);
+                    // Queued frames go first, then the failure if any, then the end.
+                    continue;
                 }
             }
         }

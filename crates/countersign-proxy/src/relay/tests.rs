@@ -132,6 +132,35 @@ async fn an_event_cut_off_by_the_end_of_the_stream_is_dropped_as_clients_would()
     assert_eq!(frames, ["data: {\"whole\":1}\n\n"]);
 }
 
+#[tokio::test]
+async fn lines_ended_by_cr_reach_the_client_ended_by_lf() {
+    // A client that splits lines on LF only would read `x\rid: 3` as one data line: the event
+    // is re-encoded, never passed on with the CRs it arrived with.
+    let body = upstream(&["data: {\"a\":1}\r\ndata: x\rid: 3\r\n\r\ndata: {\"b\":2}\n\n"]);
+    let frames = frames(relay(body, None)).await;
+    assert_eq!(
+        frames,
+        ["data: {\"a\":1}\ndata: x\nid: 3\n\ndata: {\"b\":2}\n\n"]
+    );
+}
+
+#[tokio::test]
+async fn a_large_event_goes_out_as_its_own_frame_of_the_bytes_that_arrived() {
+    let large: &'static str = Box::leak(
+        format!("id: 2\ndata:{{\"text\":\"{}\"}}\n\n", "x".repeat(100_000)).into_boxed_str(),
+    );
+    let (head, tail) = large.split_at(40_000);
+    let first: &'static str = Box::leak(format!("data: {{\"n\":1}}\n\n{head}").into_boxed_str());
+    let last: &'static str = Box::leak(format!("{tail}data: {{\"n\":3}}\n\n").into_boxed_str());
+    let frames = frames(relay(upstream(&[first, last]), None)).await;
+    // Small events are gathered, the large one is its own frame, as received (`data:` without
+    // a space and all).
+    assert_eq!(
+        frames,
+        ["data: {\"n\":1}\n\n", large, "data: {\"n\":3}\n\n"]
+    );
+}
+
 struct Renamer;
 
 impl MessageObserver for Renamer {
