@@ -384,3 +384,6 @@ fn skip_one_space(line: &[u8], from: usize) -> usize {
         from
     }
 }
+
+#[cfg(test)]
+mod tests;
