@@ -37,6 +37,20 @@ impl Gateway {
         }
     }
 
+    /// A gateway with no identity of its own in front of the notes store doing its own OAuth
+    /// (tokens of the provider for the gateway's URL), `auth: forward`.
+    async fn in_front_of_an_oauth_upstream() -> (Self, (Process, TempFile, Process)) {
+        let gateway = Self::plan().await;
+        let (upstream, upstream_url) =
+            start_oauth_upstream(&gateway.provider.issuer, &gateway.url).await;
+        let (process, file) = gateway
+            .start(&format!(
+                "upstreams:\n  - name: notes\n    url: {upstream_url}\naudit: {{ path: 'off' }}\n"
+            ))
+            .await;
+        (gateway, (process, file, upstream))
+    }
+
     fn origin(&self) -> String {
         format!("http://localhost:{}", self.port)
     }
@@ -84,14 +98,8 @@ async fn executed(gateway: &Gateway, user: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_sdk_client_finds_the_upstreams_authorization_server_through_the_gateway() {
-    let gateway = Gateway::plan().await;
+    let (gateway, _running) = Gateway::in_front_of_an_oauth_upstream().await;
     let issuer = gateway.provider.issuer.clone();
-    let (_upstream, upstream_url) = start_oauth_upstream(&issuer, &gateway.url).await;
-    let _running = gateway
-        .start(&format!(
-            "upstreams:\n  - name: notes\n    url: {upstream_url}\naudit: {{ path: 'off' }}\n"
-        ))
-        .await;
 
     let (ok, transcript) = run_oauth_client(
         &gateway.url,
@@ -155,14 +163,8 @@ async fn an_sdk_client_finds_the_upstreams_authorization_server_through_the_gate
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_upstreams_401_names_the_gateways_copy_of_its_metadata() {
-    let gateway = Gateway::plan().await;
+    let (gateway, _running) = Gateway::in_front_of_an_oauth_upstream().await;
     let issuer = gateway.provider.issuer.clone();
-    let (_upstream, upstream_url) = start_oauth_upstream(&issuer, &gateway.url).await;
-    let _running = gateway
-        .start(&format!(
-            "upstreams:\n  - name: notes\n    url: {upstream_url}\naudit: {{ path: 'off' }}\n"
-        ))
-        .await;
     let client = TestClient::default();
     let initialize = countersign_testkit::mcp::initialize(1, "2025-11-25", json!({}));
     let refused = client

@@ -51,20 +51,10 @@ impl SseEvent {
     /// `None` when the event has no `data` field at all. Borrowed when the event has one `data`
     /// line, as nearly every MCP message does: a large answer is not copied to be looked at.
     pub fn data(&self) -> Option<Cow<'_, str>> {
-        let mut data: Option<Cow<'_, str>> = None;
-        for field in &self.fields {
-            if let SseField::Data(value) = field {
-                match &mut data {
-                    Some(buf) => {
-                        let buf = buf.to_mut();
-                        buf.push('\n');
-                        buf.push_str(value);
-                    }
-                    None => data = Some(Cow::Borrowed(value)),
-                }
-            }
-        }
-        data
+        join_data(self.fields.iter().filter_map(|field| match field {
+            SseField::Data(value) => Some(value.as_str()),
+            _ => None,
+        }))
     }
 
     /// How many bytes [`SseEvent::encode`] writes at most, for sizing its buffer (a field
@@ -183,6 +173,18 @@ impl SseEvent {
         self.encode(&mut out);
         out
     }
+}
+
+/// The data buffer of an event whose `data` values are `values`: joined with `\n`, borrowed
+/// when there is one; `None` when there are none.
+fn join_data<'a>(mut values: impl Iterator<Item = &'a str>) -> Option<Cow<'a, str>> {
+    let mut data = Cow::Borrowed(values.next()?);
+    for value in values {
+        let data = data.to_mut();
+        data.push('\n');
+        data.push_str(value);
+    }
+    Some(data)
 }
 
 fn write_line(out: &mut Vec<u8>, name: &str, value: &str) {

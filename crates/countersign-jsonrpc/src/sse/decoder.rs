@@ -8,7 +8,7 @@ use std::ops::Range;
 
 use bytes::{Buf as _, Bytes, BytesMut};
 
-use super::{BOM, SseEvent, SseField};
+use super::{BOM, SseEvent, SseField, join_data};
 
 /// Why an event stream was refused. Once a decoder has failed it keeps returning the error:
 /// a stream that lost sync cannot be relayed safely.
@@ -68,19 +68,12 @@ impl RawEvent {
     /// The data buffer as the SSE spec defines it ([`SseEvent::data`]); borrowed from the
     /// received bytes when the event has one `data` line, as nearly every MCP message does.
     pub fn data(&self) -> Option<Cow<'_, str>> {
-        let mut data: Option<Cow<'_, str>> = None;
-        for field in self.fields.iter().filter(|f| f.kind == Kind::Data) {
-            let value = self.text(&field.value);
-            match &mut data {
-                Some(buf) => {
-                    let buf = buf.to_mut();
-                    buf.push('\n');
-                    buf.push_str(value);
-                }
-                None => data = Some(Cow::Borrowed(value)),
-            }
-        }
-        data
+        join_data(
+            self.fields
+                .iter()
+                .filter(|field| field.kind == Kind::Data)
+                .map(|field| self.text(&field.value)),
+        )
     }
 
     /// The decoded event, every field owned.

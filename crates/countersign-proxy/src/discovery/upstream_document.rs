@@ -21,10 +21,10 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::body::{ResponseBody, full};
+use crate::body::ResponseBody;
 use crate::clock::Clock;
 use crate::config::{LegacyPaths, Upstream};
-use crate::identity::WELL_KNOWN;
+use crate::identity::{WELL_KNOWN, metadata_document};
 use crate::route::Route;
 use crate::upstream::{HttpClient, UpstreamBody};
 
@@ -86,14 +86,14 @@ impl UpstreamDocument {
             Fetched::Document(document) => {
                 let mut document = Map::clone(&document);
                 document.insert("resource".into(), Value::String(resource.to_owned()));
-                json_response(StatusCode::OK, &Value::Object(document))
+                metadata_document(StatusCode::OK, &Value::Object(document))
             }
-            Fetched::Absent => json_response(
+            Fetched::Absent => metadata_document(
                 StatusCode::NOT_FOUND,
                 &json!({"error": "not_found",
                         "error_description": "the upstream publishes no protected-resource metadata"}),
             ),
-            Fetched::Failed => json_response(
+            Fetched::Failed => metadata_document(
                 StatusCode::BAD_GATEWAY,
                 &json!({"error": "upstream_unavailable",
                         "error_description": "the upstream's protected-resource metadata could not be read"}),
@@ -217,20 +217,4 @@ impl UpstreamDocument {
             "the upstream's protected-resource metadata could not be read"
         );
     }
-}
-
-fn json_response(status: StatusCode, document: &Value) -> Response<ResponseBody> {
-    let mut response = Response::new(full(Bytes::from(document.to_string())));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    // Clients in browsers fetch it cross-origin, as they do the gateway's own.
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    response
 }

@@ -67,19 +67,28 @@ impl ResourceMetadata {
             "scopes_supported": self.scopes_supported,
             "bearer_methods_supported": ["header"],
         });
-        let mut response = Response::new(full(Bytes::from(document.to_string())));
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        // Clients in browsers fetch it cross-origin (spec: discovery from a web client).
-        headers.insert(
-            header::ACCESS_CONTROL_ALLOW_ORIGIN,
-            HeaderValue::from_static("*"),
-        );
-        Some(response)
+        Some(metadata_document(StatusCode::OK, &document))
     }
+}
+
+/// A metadata document (or a JSON error in its place) as served at the well-known URL.
+pub(crate) fn metadata_document(
+    status: StatusCode,
+    document: &serde_json::Value,
+) -> Response<ResponseBody> {
+    let mut response = Response::new(full(Bytes::from(document.to_string())));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    // Clients in browsers fetch it cross-origin (spec: discovery from a web client).
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    response
 }
 
 /// Where the metadata of the resource at `origin` + `path` is served (RFC 9728 §3.1: the

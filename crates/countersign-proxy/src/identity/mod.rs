@@ -18,6 +18,7 @@ mod service;
 
 pub use api_keys::{ApiKey, ApiKeys, hash_key, new_key, parse_hash};
 pub use bearer::{BearerJwt, ClaimNames};
+pub(crate) use challenge::metadata_document;
 pub use challenge::{ResourceMetadata, WELL_KNOWN, metadata_url};
 pub use layer::IdentityLayer;
 pub use service::Identify;
