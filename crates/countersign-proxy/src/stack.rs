@@ -60,7 +60,7 @@ pub type GatewayService = Discover<
 pub fn gateway_service(config: &ProxyConfig, gateway: Gateway) -> GatewayService {
     let routes = gateway.routes;
     let clock = gateway.approval.clock.clone();
-    let discovery = Discovery::new(&gateway.identity, &routes, clock.clone());
+    let discovery = Discovery::new(&gateway.identity, &routes, &config.hosts, clock.clone());
     let max_event_bytes = config.limits.max_sse_event_bytes.get();
     let catalog = CatalogSync {
         state: gateway.catalog.clone(),

@@ -30,7 +30,7 @@ use http::HeaderValue;
 use http::uri::Authority;
 
 use crate::clock::Clock;
-use crate::config::{Transport, UpstreamAuth};
+use crate::config::{HostPolicy, Transport, UpstreamAuth};
 use crate::identity::{Identity, ResourceMetadata, WELL_KNOWN};
 use crate::route::Route;
 use upstream_document::UpstreamDocument;
@@ -42,6 +42,8 @@ pub struct Discovery {
     own: Option<Arc<ResourceMetadata>>,
     /// `identity.public_url`: the origin clients reach the gateway at.
     public_url: Option<String>,
+    /// The hosts hardening admits: without a public URL, only these are named back to clients.
+    hosts: HostPolicy,
     /// The routes whose upstream does its own OAuth, in route order.
     relayed: Vec<Arc<UpstreamDocument>>,
 }
@@ -49,7 +51,12 @@ pub struct Discovery {
 impl Discovery {
     /// Discovery for `routes` under `identity`: the gateway's own metadata if it has any, else
     /// the metadata of every HTTP upstream with `auth: forward`.
-    pub fn new(identity: &Identity, routes: &[Route], clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        identity: &Identity,
+        routes: &[Route],
+        hosts: &HostPolicy,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let relayed = if identity.metadata.is_some() {
             Vec::new()
         } else {
@@ -68,6 +75,7 @@ impl Discovery {
         Self {
             own: identity.metadata.clone(),
             public_url: identity.public_url.clone(),
+            hosts: hosts.clone(),
             relayed,
         }
     }
@@ -89,23 +97,48 @@ impl Discovery {
     }
 
     /// The origin the client reached the gateway at: the configured public URL, else `http://`
-    /// and the authority the request named (HTTP/2's `:authority`, else `Host`), if it is a
-    /// plain host and port.
-    fn origin(&self, authority: Option<&Authority>, host: Option<&HeaderValue>) -> Option<String> {
+    /// and the authority the request named (HTTP/2's `:authority`, else `Host`).
+    fn origin(
+        &self,
+        authority: Option<&Authority>,
+        host: Option<&HeaderValue>,
+    ) -> Result<String, NoOrigin> {
         if let Some(public_url) = &self.public_url {
-            return Some(public_url.clone());
+            return Ok(public_url.clone());
         }
         let authority = match authority {
             Some(authority) => authority.clone(),
-            None => host?.to_str().ok()?.parse::<Authority>().ok()?,
+            None => host
+                .and_then(|h| h.to_str().ok())
+                .and_then(|h| h.parse::<Authority>().ok())
+                .ok_or(NoOrigin::Unusable)?,
         };
         // No userinfo, and nothing that could end a quoted string or a JSON text.
         let plain = authority
             .as_str()
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
-        plain.then(|| format!("http://{authority}"))
+        if !plain {
+            return Err(NoOrigin::Unusable);
+        }
+        // A host hardening would refuse is not named back, so no response carries a URL of
+        // a client's choosing that the gateway would not serve.
+        if let Some(allowed) = &self.hosts.allowed
+            && !allowed.iter().any(|p| p.matches(authority.as_str()))
+        {
+            return Err(NoOrigin::NotAllowed);
+        }
+        Ok(format!("http://{authority}"))
     }
+}
+
+/// Why a request names no origin the gateway can tell clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoOrigin {
+    /// No host, or not a plain `host[:port]`.
+    Unusable,
+    /// A host outside `hosts:` (hardening answers 421 for it on MCP paths).
+    NotAllowed,
 }
 
 /// What follows the well-known prefix in `path`, if `path` is a metadata URL at all.

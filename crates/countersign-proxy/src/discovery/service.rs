@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use super::upstream_document::UpstreamDocument;
-use super::{Discovery, challenge, metadata_suffix};
+use super::{Discovery, NoOrigin, challenge, metadata_suffix};
 use crate::body::{ResponseBody, full};
 use crate::future::ResponseFuture;
 use crate::identity::metadata_url;
@@ -107,11 +107,17 @@ fn relay<F, B>(
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return ResponseFuture::answered(response);
     }
-    let Some(origin) = discovery.origin(
+    let origin = match discovery.origin(
         request.uri().authority(),
         request.headers().get(header::HOST),
-    ) else {
-        return ResponseFuture::answered(status_only(StatusCode::BAD_REQUEST));
+    ) {
+        Ok(origin) => origin,
+        Err(NoOrigin::Unusable) => {
+            return ResponseFuture::answered(status_only(StatusCode::BAD_REQUEST));
+        }
+        Err(NoOrigin::NotAllowed) => {
+            return ResponseFuture::answered(status_only(StatusCode::MISDIRECTED_REQUEST));
+        }
     };
     let resource = format!("{origin}{}", relayed.route_path);
     let relayed = relayed.clone();
@@ -132,7 +138,7 @@ impl ChallengeRewrite {
         if !response.headers().contains_key(header::WWW_AUTHENTICATE) {
             return;
         }
-        if let Some(origin) = self
+        if let Ok(origin) = self
             .discovery
             .origin(self.authority.as_ref(), self.host.as_ref())
         {

@@ -12,6 +12,7 @@ use tower::{Layer, ServiceExt as _, service_fn};
 
 use super::*;
 use crate::body::{ResponseBody, empty};
+use crate::config::{HostPattern, HostPolicy};
 use crate::identity::ResourceMetadata;
 use crate::testing::{route, unreachable_url};
 
@@ -72,7 +73,17 @@ async fn upstream_with_document() -> RecordingUpstream {
 /// The discovery layer in front of an inner service that answers every request with 401 and
 /// `UPSTREAM_CHALLENGE`, as an upstream doing its own OAuth does.
 fn gateway(identity: &Identity, upstream_url: &str, clock: Arc<dyn Clock>) -> Gateway {
-    let discovery = Discovery::new(identity, &[route(upstream_url)], clock);
+    gateway_for_hosts(identity, upstream_url, &HostPolicy { allowed: None }, clock)
+}
+
+/// [`gateway`] admitting only `hosts`.
+fn gateway_for_hosts(
+    identity: &Identity,
+    upstream_url: &str,
+    hosts: &HostPolicy,
+    clock: Arc<dyn Clock>,
+) -> Gateway {
+    let discovery = Discovery::new(identity, &[route(upstream_url)], hosts, clock);
     Gateway::new(
         DiscoveryLayer::new(discovery).layer(service_fn(|_request: Request<()>| async {
             let mut response = Response::new(empty());
@@ -159,6 +170,41 @@ async fn the_upstreams_challenges_point_at_the_gateways_document() {
     // Only the route's answers are the upstream's to rewrite.
     let (_, headers, _) = get(&service, http::Method::POST, "/elsewhere").await;
     assert_eq!(challenge(&headers), UPSTREAM_CHALLENGE);
+}
+
+#[tokio::test]
+async fn a_host_hardening_would_refuse_is_never_named_back() {
+    let upstream = upstream_with_document().await;
+    let only_the_real_host = HostPolicy {
+        allowed: Some(vec![
+            HostPattern::parse("mcp.example.com:8443").expect("pattern"),
+        ]),
+    };
+    let service = gateway_for_hosts(
+        &Identity::default(),
+        &upstream.url(),
+        &only_the_real_host,
+        SteppedClock::new(),
+    );
+    // The test requests name gw.example.com:8443, which is not admitted.
+    let (status, _, body) = get(
+        &service,
+        http::Method::GET,
+        "/.well-known/oauth-protected-resource/mcp",
+    )
+    .await;
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST);
+    assert_eq!(body, Value::Null, "no document");
+    assert!(
+        upstream.requests().is_empty(),
+        "the upstream was asked nothing"
+    );
+    let (_, headers, _) = get(&service, http::Method::POST, "/mcp").await;
+    assert_eq!(
+        challenge(&headers),
+        UPSTREAM_CHALLENGE,
+        "no rewrite naming a foreign host"
+    );
 }
 
 #[tokio::test]
