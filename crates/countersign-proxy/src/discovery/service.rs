@@ -4,7 +4,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::uri::Authority;
 use http::{Method, Request, Response, StatusCode};
@@ -13,9 +12,9 @@ use tower::{Layer, Service};
 
 use super::upstream_document::UpstreamDocument;
 use super::{Discovery, NoOrigin, challenge, metadata_suffix};
-use crate::body::{ResponseBody, full};
+use crate::body::ResponseBody;
 use crate::future::ResponseFuture;
-use crate::identity::metadata_url;
+use crate::identity::{metadata_url, status_only};
 
 /// Applies [`Discover`] to a service.
 #[derive(Debug, Clone)]
@@ -180,10 +179,4 @@ where
         }
         Poll::Ready(Ok(response))
     }
-}
-
-fn status_only(status: StatusCode) -> Response<ResponseBody> {
-    let mut response = Response::new(full(Bytes::new()));
-    *response.status_mut() = status;
-    response
 }

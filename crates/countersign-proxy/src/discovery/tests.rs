@@ -16,6 +16,7 @@ use crate::config::{HostPattern, HostPolicy};
 use crate::identity::ResourceMetadata;
 use crate::testing::{route, unreachable_url};
 
+const METADATA: &str = "/.well-known/oauth-protected-resource/mcp";
 const UPSTREAM_CHALLENGE: &str = r#"Bearer error="invalid_token", resource_metadata="http://10.1.2.3:9000/.well-known/oauth-protected-resource/mcp""#;
 
 /// Monotonic time that moves only when told to (the cache's clock).
@@ -117,6 +118,11 @@ async fn get(
     (parts.status, parts.headers, json)
 }
 
+/// The gateway's answer to a `GET` of the route's metadata URL.
+async fn metadata(service: &Gateway) -> (StatusCode, http::HeaderMap, Value) {
+    get(service, http::Method::GET, METADATA).await
+}
+
 fn challenge(headers: &http::HeaderMap) -> &str {
     headers
         .get(header::WWW_AUTHENTICATE)
@@ -128,10 +134,7 @@ fn challenge(headers: &http::HeaderMap) -> &str {
 async fn the_upstreams_document_is_relayed_with_the_gateway_as_its_resource() {
     let upstream = upstream_with_document().await;
     let service = gateway(&Identity::default(), &upstream.url(), SteppedClock::new());
-    for path in [
-        "/.well-known/oauth-protected-resource/mcp",
-        "/.well-known/oauth-protected-resource",
-    ] {
+    for path in [METADATA, "/.well-known/oauth-protected-resource"] {
         let (status, headers, body) = get(&service, http::Method::GET, path).await;
         assert_eq!(status, StatusCode::OK, "{path}");
         assert_eq!(headers[header::CONTENT_TYPE], "application/json");
@@ -148,12 +151,7 @@ async fn the_upstreams_document_is_relayed_with_the_gateway_as_its_resource() {
         ..Identity::default()
     };
     let service = gateway(&configured, &upstream.url(), SteppedClock::new());
-    let (_, _, body) = get(
-        &service,
-        http::Method::GET,
-        "/.well-known/oauth-protected-resource/mcp",
-    )
-    .await;
+    let (_, _, body) = metadata(&service).await;
     assert_eq!(body["resource"], "https://mcp.example.com/mcp");
 }
 
@@ -187,12 +185,7 @@ async fn a_host_hardening_would_refuse_is_never_named_back() {
         SteppedClock::new(),
     );
     // The test requests name gw.example.com:8443, which is not admitted.
-    let (status, _, body) = get(
-        &service,
-        http::Method::GET,
-        "/.well-known/oauth-protected-resource/mcp",
-    )
-    .await;
+    let (status, _, body) = metadata(&service).await;
     assert_eq!(status, StatusCode::MISDIRECTED_REQUEST);
     assert_eq!(body, Value::Null, "no document");
     assert!(
@@ -218,12 +211,7 @@ async fn the_origins_bare_well_known_url_is_asked_when_the_path_has_none() {
     })
     .await;
     let service = gateway(&Identity::default(), &upstream.url(), SteppedClock::new());
-    let (status, _, body) = get(
-        &service,
-        http::Method::GET,
-        "/.well-known/oauth-protected-resource/mcp",
-    )
-    .await;
+    let (status, _, body) = metadata(&service).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         body["authorization_servers"],
@@ -244,7 +232,7 @@ async fn one_fetch_answers_every_discovery_for_a_minute() {
     let upstream = upstream_with_document().await;
     let clock = SteppedClock::new();
     let service = gateway(&Identity::default(), &upstream.url(), clock.clone());
-    let path = "/.well-known/oauth-protected-resource/mcp";
+    let path = METADATA;
     let answers =
         futures_util::future::join_all((0..20).map(|_| get(&service, http::Method::GET, path)))
             .await;
@@ -274,7 +262,7 @@ async fn a_document_that_cannot_be_read_is_a_502_and_none_at_all_a_404() {
         &unreachable_url(),
         SteppedClock::new(),
     );
-    let path = "/.well-known/oauth-protected-resource/mcp";
+    let path = METADATA;
     let (status, _, body) = get(&service, http::Method::GET, path).await;
     assert_eq!(status, StatusCode::BAD_GATEWAY);
     assert_eq!(body["error"], "upstream_unavailable");
@@ -321,12 +309,7 @@ async fn a_gateway_that_is_the_resource_server_serves_its_own_and_relays_nothing
         ..Identity::default()
     };
     let service = gateway(&identity, &upstream.url(), SteppedClock::new());
-    let (status, _, body) = get(
-        &service,
-        http::Method::GET,
-        "/.well-known/oauth-protected-resource/mcp",
-    )
-    .await;
+    let (status, _, body) = metadata(&service).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["resource"], "https://mcp.example.com/mcp");
     assert_eq!(

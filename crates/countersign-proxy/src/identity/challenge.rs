@@ -138,7 +138,8 @@ pub(crate) fn unauthorized(
     response
 }
 
-fn status_only(status: StatusCode) -> Response<ResponseBody> {
+/// An empty answer with `status` (the well-known URLs' 404 and 405).
+pub(crate) fn status_only(status: StatusCode) -> Response<ResponseBody> {
     let mut response = Response::new(full(Bytes::new()));
     *response.status_mut() = status;
     response

@@ -18,8 +18,8 @@ mod service;
 
 pub use api_keys::{ApiKey, ApiKeys, hash_key, new_key, parse_hash};
 pub use bearer::{BearerJwt, ClaimNames};
-pub(crate) use challenge::metadata_document;
 pub use challenge::{ResourceMetadata, WELL_KNOWN, metadata_url};
+pub(crate) use challenge::{metadata_document, status_only};
 pub use layer::IdentityLayer;
 pub use service::Identify;
 
