@@ -10,12 +10,17 @@
 #   direct    the upstream itself
 #   nginx     nginx `proxy_pass` with upstream keep-alive (the same nginx process as the upstream)
 #   floor     bench/floor: hyper's server and one hyper client connection, inspecting nothing
+#   floor-inline  the same, the client connection driven in the server connection's task
 #   gateway   countersign with bench/policy.yaml, full inspection, audit to /dev/null
 # Setup as run.sh's `pinned` scenario: everything under test on CPU 0 (one nginx worker, one tokio
 # worker), wrk -t1 -c64 on CPU 1. CPU per request is the target process's user+system time over
 # the requests answered; nginx's includes the upstream's share (they are one process), so
 # subtract direct's to compare it with the others.
-# Knobs: YARDSTICK_ROUNDS (3), YARDSTICK_SECONDS (5), BENCH_SKIP_BUILD=1.
+# YARDSTICK_SCENARIO=default instead: nothing pinned, nginx `worker_processes auto`, the gateway
+# and the floor with their default worker counts, wrk -t2 (run.sh's `default` scenario).
+# Knobs: YARDSTICK_ROUNDS (3), YARDSTICK_SECONDS (5), YARDSTICK_TARGETS (all five; nginx must
+# be among them), BENCH_SKIP_BUILD=1, GATEWAY_BIN (another build of the gateway), GATEWAY_B_BIN
+# (a second build, measured as `gateway-b`: add it to YARDSTICK_TARGETS for an A/B comparison).
 
 set -euo pipefail
 
@@ -56,8 +61,21 @@ trap 'exit 130' INT TERM
 UP=$(port)
 NX=$(port)
 FL=$(port)
+FI=$(port)
 GW=$(port)
 write_fixed_upstream_conf "$UP"
+if [[ ${YARDSTICK_SCENARIO:-pinned} == default ]]; then
+    SUT=(env)
+    GEN=(env)
+    ONE_WORKER=()
+    WRK_THREADS=2
+    sed -i 's/^worker_processes 1;/worker_processes auto;/' "$WORK/nginx.conf"
+else
+    SUT=(taskset -c 0)
+    GEN=(taskset -c 1)
+    ONE_WORKER=(TOKIO_WORKER_THREADS=1)
+    WRK_THREADS=1
+fi
 # The nginx proxy lives in the upstream's process, as a second server block.
 sed -i '$d' "$WORK/nginx.conf"
 cat >>"$WORK/nginx.conf" <<CONF
@@ -72,37 +90,59 @@ cat >>"$WORK/nginx.conf" <<CONF
     }
 }
 CONF
-taskset -c 0 "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
+"${SUT[@]}" "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 NGINX_MASTER=$!
-taskset -c 0 env TOKIO_WORKER_THREADS=1 "$FLOOR_BIN" proxy "127.0.0.1:$FL" "127.0.0.1:$UP" \
+"${SUT[@]}" env "${ONE_WORKER[@]}" "$FLOOR_BIN" proxy "127.0.0.1:$FL" "127.0.0.1:$UP" \
     >/dev/null 2>&1 &
 PIDS+=($!)
 FLOOR_PID=$!
-taskset -c 0 env -u RUST_LOG TOKIO_WORKER_THREADS=1 "$ROOT/target/release/countersign" serve \
+"${SUT[@]}" env "${ONE_WORKER[@]}" "$FLOOR_BIN" proxy-inline "127.0.0.1:$FI" "127.0.0.1:$UP" \
+    >/dev/null 2>&1 &
+PIDS+=($!)
+FLOOR_INLINE_PID=$!
+"${SUT[@]}" env -u RUST_LOG "${ONE_WORKER[@]}" "${GATEWAY_BIN:-$ROOT/target/release/countersign}" serve \
     --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GW" --admin off \
     --policy "$BENCH/policy.yaml" >/dev/null 2>"$WORK/gateway.log" &
 PIDS+=($!)
 GATEWAY_PID=$!
-for p in "$UP" "$NX" "$FL" "$GW"; do wait_port "$p"; done
-NGINX_WORKER=$(pgrep -P "$NGINX_MASTER" | head -1)
+# An A/B comparison: a second build of the gateway, measured as the target `gateway-b`.
+GB=$(port)
+if [[ -n ${GATEWAY_B_BIN:-} ]]; then
+    "${SUT[@]}" env -u RUST_LOG "${ONE_WORKER[@]}" "$GATEWAY_B_BIN" serve \
+        --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GB" --admin off \
+        --policy "$BENCH/policy.yaml" >/dev/null 2>"$WORK/gateway-b.log" &
+    PIDS+=($!)
+    GATEWAY_B_PID=$!
+    wait_port "$GB"
+fi
+for p in "$UP" "$NX" "$FL" "$FI" "$GW"; do wait_port "$p"; done
+NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-declare -A port=([direct]=$UP [nginx]=$NX [floor]=$FL [gateway]=$GW)
-declare -A pid=([direct]=$NGINX_WORKER [nginx]=$NGINX_WORKER [floor]=$FLOOR_PID [gateway]=$GATEWAY_PID)
+# cpu_ticks PID...: user + system time of the processes, in clock ticks.
+cpu_ticks() {
+    local pid total=0
+    for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done
+    echo "$total"
+}
+declare -A port=([direct]=$UP [nginx]=$NX [floor]=$FL [floor-inline]=$FI [gateway]=$GW [gateway-b]=$GB)
+declare -A pid=([direct]=$NGINX_WORKERS [nginx]=$NGINX_WORKERS [floor]=$FLOOR_PID
+    [floor-inline]=$FLOOR_INLINE_PID [gateway]=$GATEWAY_PID [gateway-b]=${GATEWAY_B_PID:-})
 declare -A rates cpus
-TARGETS=(direct nginx floor gateway)
+read -ra TARGETS <<<"${YARDSTICK_TARGETS:-direct nginx floor floor-inline gateway}"
 TICK_NS=$((1000000000 / $(getconf CLK_TCK)))
 
 for target in "${TARGETS[@]}"; do
-    taskset -c 1 wrk -t1 -c64 -d2s -s "$BENCH/tools_call.lua" "http://127.0.0.1:${port[$target]}/mcp" >/dev/null
+    "${GEN[@]}" wrk -t"$WRK_THREADS" -c64 -d2s -s "$BENCH/tools_call.lua" "http://127.0.0.1:${port[$target]}/mcp" >/dev/null
 done
 for round in $(seq "$ROUNDS"); do
     for target in "${TARGETS[@]}"; do
-        before=$(cpu_ticks "${pid[$target]}")
-        out=$(taskset -c 1 wrk -t1 -c64 -d"${SECONDS_PER_RUN}s" -s "$BENCH/tools_call.lua" \
+        # shellcheck disable=SC2086 # a list of pids
+        before=$(cpu_ticks ${pid[$target]})
+        out=$("${GEN[@]}" wrk -t"$WRK_THREADS" -c64 -d"${SECONDS_PER_RUN}s" -s "$BENCH/tools_call.lua" \
             "http://127.0.0.1:${port[$target]}/mcp")
-        after=$(cpu_ticks "${pid[$target]}")
+        # shellcheck disable=SC2086
+        after=$(cpu_ticks ${pid[$target]})
         if grep -q "Non-2xx" <<<"$out"; then
             log "$target answered errors: $out"
             exit 1
@@ -110,7 +150,7 @@ for round in $(seq "$ROUNDS"); do
         rate=$(awk '/Requests\/sec/ {printf "%d", $2}' <<<"$out")
         requests=$(awk '/requests in/ {print $1}' <<<"$out")
         cpu=$(awk -v t=$((after - before)) -v ns="$TICK_NS" -v n="$requests" 'BEGIN {printf "%.1f", t * ns / n / 1000}')
-        printf 'round %s  %-8s %7s req/s  %5s µs CPU per request\n' "$round" "$target" "$rate" "$cpu"
+        printf 'round %s  %-12s %7s req/s  %5s µs CPU per request\n' "$round" "$target" "$rate" "$cpu"
         rates[$target]+="$rate "
         cpus[$target]+="$cpu "
     done

@@ -222,12 +222,13 @@ async fn upstream_that_requires_a_client_certificate_refuses_a_gateway_without_o
     let upstream = RecordingUpstream::start_tls(&server).await;
     let h = Harness::start(upstream, &tls_yaml(&ca_file(&ca))).await;
     // TLS 1.3: the gateway's side of the handshake is done before the upstream has judged the
-    // (missing) certificate, so the refusal is the upstream's alert on the first request; the
-    // gateway says that it was asked for a certificate it does not have.
+    // (missing) certificate, so the refusal is the upstream's alert on the first request, or
+    // the connection closing under it when the alert reached the connection first; either way
+    // the gateway says that it was asked for a certificate it does not have.
     assert_refused_before_anything_is_sent(
         &h,
         "TLS: the upstream asked for a client certificate and none is configured \
-         (tls.client_cert, tls.client_key); received fatal alert: CertificateRequired",
+         (tls.client_cert, tls.client_key); ",
     )
     .await;
 }

@@ -40,6 +40,7 @@ pub mod state;
 pub mod trace;
 pub mod upstream;
 pub mod wire;
+pub mod workers;
 
 #[cfg(test)]
 mod testing;

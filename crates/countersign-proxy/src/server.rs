@@ -1,5 +1,6 @@
 //! Accept loop: hyper HTTP/1.1 connections with the limits a public listener needs, a cap on
-//! open connections, and a graceful drain on shutdown.
+//! open connections, and a graceful drain on shutdown. Each accepted connection is served on one
+//! of the connection workers (`workers.rs`).
 //!
 //! At `connections.max_open` the loop stops accepting, as nginx (`worker_connections`) and
 //! HAProxy (`maxconn`) do, rather than accepting to close again as Envoy does. A connection over
@@ -30,6 +31,7 @@ use crate::body::ResponseBody;
 use crate::client_limit::PeerAddr;
 use crate::config::{ConnectionLimits, Limits};
 use crate::metrics::{ConnectionGuard, ProxyMetrics};
+use crate::workers::Workers;
 
 /// What the accept loop enforces besides the service's own checks.
 #[derive(Debug, Clone)]
@@ -66,6 +68,8 @@ where
         .max_buf_size(limits.max_header_bytes.get().max(8192))
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
+    let workers = Workers::start(settings.connections.workers)?;
+    info!(workers = workers.len(), "connection workers started");
     let mut slots = ConnectionSlots::new(&settings.connections, settings.metrics.clone());
     tokio::pin!(shutdown);
 
@@ -96,11 +100,12 @@ where
                     request.extensions_mut().insert(PeerAddr(peer));
                     request
                 });
-                let connection = builder
-                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
-                let connection = graceful.watch(connection);
-                tokio::spawn(async move {
-                    if let Err(error) = connection.await {
+                let builder = builder.clone();
+                let watcher = graceful.watcher();
+                workers.spawn_connection(stream, move |stream| async move {
+                    let connection = builder
+                        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+                    if let Err(error) = watcher.watch(connection).await {
                         debug!(%peer, %error, "connection ended with an error");
                     }
                     drop(slot);

@@ -131,7 +131,9 @@ struct DemoArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // Single-threaded: this thread is connection worker 0, and `connections.workers` adds the
+    // others, each a runtime of its own (see `countersign_proxy::workers`).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

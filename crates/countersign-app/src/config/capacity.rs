@@ -30,6 +30,10 @@ pub struct RawConnections {
     pub sse_keep_alive: Option<String>,
     /// A relayed upstream stream that sent nothing this long is ended. Default `1h`.
     pub sse_idle_timeout: Option<String>,
+    /// Connection workers: threads with an event loop each, every client connection served by
+    /// one of them. Default: `TOKIO_WORKER_THREADS` when set, else the CPUs the process may use
+    /// (a container's CPU limit included).
+    pub workers: Option<usize>,
 }
 
 impl RawConnections {
@@ -70,6 +74,10 @@ impl RawConnections {
                 self.sse_idle_timeout.as_deref(),
                 "1h",
                 "connections.sse_idle_timeout",
+            )?,
+            workers: nonzero(
+                self.workers.unwrap_or(defaults.workers.get()),
+                "connections.workers",
             )?,
         })
     }

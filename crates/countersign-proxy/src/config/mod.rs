@@ -118,6 +118,8 @@ pub struct ConnectionLimits {
     pub sse_keep_alive: Duration,
     /// A relayed upstream stream that sent no bytes for this long is ended.
     pub sse_idle_timeout: Duration,
+    /// How many connection workers (threads, each with its own event loop) serve clients.
+    pub workers: NonZeroUsize,
 }
 
 impl Default for ConnectionLimits {
@@ -128,6 +130,7 @@ impl Default for ConnectionLimits {
             client_address: ClientAddress::Peer,
             sse_keep_alive: Duration::from_secs(15),
             sse_idle_timeout: Duration::from_secs(3600),
+            workers: crate::workers::default_count(),
         }
     }
 }

@@ -148,6 +148,16 @@ fn tls_cause(error: &(dyn Error + 'static), asked_for_client_cert: bool) -> Opti
                 _ => TlsCause::Local(tls.to_string()),
             });
         }
+        // The connection ended before the request was written: under TLS 1.3 the upstream's
+        // alert can reach the connection's task before the request does, and only that task
+        // sees it. After a request for a client certificate, that is the refusal.
+        if asked_for_client_cert
+            && current
+                .downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_canceled)
+        {
+            return Some(TlsCause::Closed);
+        }
         if let Some(io) = current.downcast_ref::<std::io::Error>() {
             match io.kind() {
                 // Past the handshake (on HTTP/2, see above): the upstream's alert.

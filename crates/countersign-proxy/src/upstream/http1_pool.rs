@@ -8,6 +8,10 @@
 //! spawned task to wait for it. Here the pool knows its one upstream, and a connection goes back
 //! when the body that used it ends, which is when HTTP/1.1 can send on it again.
 //!
+//! Idle connections are kept per connection worker (`crate::workers`): a connection's I/O task
+//! runs on the worker that opened it, and a request reusing it from another worker would wake
+//! that task across threads on every request and answer.
+//!
 //! A connection that was idle can have been closed by the upstream just as a request is sent.
 //! hyper hands back a request it never wrote, and that request is sent again on another
 //! connection; one that was written is never resent, since a `tools/call` is not idempotent.
@@ -26,8 +30,9 @@ use tokio::time::Instant;
 
 use crate::body::BoxError;
 use crate::config::Upstream;
+use crate::workers;
 
-/// Idle connections kept; beyond this, a connection whose response ended is closed.
+/// Idle connections kept per worker; beyond this, a connection whose response ended is closed.
 const MAX_IDLE: usize = 256;
 
 /// An idle connection older than this is closed rather than used: a middlebox may have dropped
@@ -45,8 +50,9 @@ struct Shared {
     /// `host:port`, what a connection is opened to.
     address: String,
     connect_timeout: Duration,
-    /// Most recently used last: the next request takes the warmest connection.
-    idle: Mutex<Vec<Idle>>,
+    /// Per worker, most recently used last: the next request takes the warmest connection
+    /// driven by its own worker.
+    idle: Mutex<Vec<Vec<Idle>>>,
 }
 
 #[derive(Debug)]
@@ -61,18 +67,25 @@ struct Idle {
 pub struct Lent {
     pool: Arc<Shared>,
     sender: SendRequest<Full<Bytes>>,
+    /// The worker whose thread drives the connection.
+    worker: usize,
 }
 
 impl Lent {
     /// The response body ended: the connection can carry the next request.
     pub fn give_back(self) {
-        let Lent { pool, sender } = self;
+        let Lent {
+            pool,
+            sender,
+            worker,
+        } = self;
         if sender.is_closed() {
             return;
         }
         let now = now();
-        let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
-        expire(&mut idle, now);
+        let mut lists = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let idle = worker_list(&mut lists, worker);
+        expire(idle, now);
         if idle.len() < MAX_IDLE {
             idle.push(Idle { sender, since: now });
         }
@@ -123,7 +136,8 @@ impl Http1Pool {
             .map_or_else(|| Uri::from_static("/"), |target| Uri::from(target.clone()));
         *request.uri_mut() = target;
         loop {
-            let (mut sender, reused) = match self.checkout() {
+            let worker = workers::current_index();
+            let (mut sender, reused) = match self.checkout(worker) {
                 Some(sender) => (sender, true),
                 None => (self.shared.connect().await?, false),
             };
@@ -138,6 +152,7 @@ impl Http1Pool {
                     let lent = Lent {
                         pool: self.shared.clone(),
                         sender,
+                        worker,
                     };
                     return Ok((response, lent));
                 }
@@ -150,11 +165,12 @@ impl Http1Pool {
         }
     }
 
-    /// The most recently used idle connection that is still open and not too old.
-    fn checkout(&self) -> Option<SendRequest<Full<Bytes>>> {
+    /// The most recently used idle connection of `worker` that is still open and not too old.
+    fn checkout(&self, worker: usize) -> Option<SendRequest<Full<Bytes>>> {
         let now = now();
-        let mut idle = self.shared.idle.lock().unwrap_or_else(|p| p.into_inner());
-        expire(&mut idle, now);
+        let mut lists = self.shared.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let idle = worker_list(&mut lists, worker);
+        expire(idle, now);
         while let Some(Idle { sender, .. }) = idle.pop() {
             if !sender.is_closed() {
                 return Some(sender);
@@ -165,7 +181,7 @@ impl Http1Pool {
 
     #[cfg(test)]
     fn idle_count(&self) -> usize {
-        self.shared.idle.lock().unwrap().len()
+        self.shared.idle.lock().unwrap().iter().map(Vec::len).sum()
     }
 }
 
@@ -202,6 +218,14 @@ impl Shared {
         });
         Ok(sender)
     }
+}
+
+/// The idle list of `worker`, made on its first use.
+fn worker_list(lists: &mut Vec<Vec<Idle>>, worker: usize) -> &mut Vec<Idle> {
+    if lists.len() <= worker {
+        lists.resize_with(worker + 1, Vec::new);
+    }
+    &mut lists[worker]
 }
 
 /// Drops the idle connections older than [`IDLE_TIMEOUT`]: the front of the list, which holds
