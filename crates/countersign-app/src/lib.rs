@@ -24,6 +24,7 @@ use countersign_proxy::audit::AuditSink;
 use countersign_proxy::clock::{Clock, SystemClock};
 use countersign_proxy::limits::RateLimits;
 use countersign_proxy::state::{CatalogState, PolicyHandle, SessionBook};
+use countersign_proxy::workers::Workers;
 use countersign_proxy::{Gateway, ProxyMetrics, gateway_service};
 use countersign_store::{
     AnswerHandover, LocalPins, MemoryAnswerHandover, MemoryReplayStore, PinShare, RateShare,
@@ -128,9 +129,17 @@ impl RunningGateway {
                 readiness.set(false);
                 stop_page.send_replace(true);
             };
-            let result =
-                countersign_proxy::serve(listener, service, &listener_limits, shutdown, drain)
-                    .await;
+            let workers = Workers::start(listener_limits.connections.workers)?;
+            info!(workers = workers.len(), "connection workers started");
+            let result = countersign_proxy::serve(
+                listener,
+                service,
+                &listener_limits,
+                &workers,
+                shutdown,
+                drain,
+            )
+            .await;
             // After the drain, so no request still needs them: stop the processes of stdio
             // upstreams (their whole process groups) and wait until they are gone.
             for route in &routes {
@@ -145,6 +154,8 @@ impl RunningGateway {
             if let Some(task) = reloader {
                 task.abort();
             }
+            // Last: the workers' threads end with it, and every task still on them.
+            drop(workers);
             // The audit writer batches lines for a few milliseconds; the last ones must be written
             // before the process exits.
             let flushed = tokio::task::spawn_blocking(move || audit.flush(AUDIT_FLUSH_TIMEOUT))

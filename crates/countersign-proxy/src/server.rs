@@ -41,12 +41,15 @@ pub struct ListenerLimits {
     pub metrics: ProxyMetrics,
 }
 
-/// Serves `service` on `listener` until `shutdown` resolves, then stops accepting and lets
-/// in-flight requests and streams finish for up to `drain`.
+/// Serves `service` on `listener`, each connection on one of `workers`, until `shutdown`
+/// resolves, then stops accepting and lets in-flight requests and streams finish for up to
+/// `drain`. The workers outlive the call: tasks that requests started on them (an stdio
+/// upstream's process, say) are the caller's to stop before dropping them.
 pub async fn serve<S>(
     listener: TcpListener,
     service: S,
     settings: &ListenerLimits,
+    workers: &Workers,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) -> std::io::Result<()>
@@ -68,8 +71,6 @@ where
         .max_buf_size(limits.max_header_bytes.get().max(8192))
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
-    let workers = Workers::start(settings.connections.workers)?;
-    info!(workers = workers.len(), "connection workers started");
     let mut slots = ConnectionSlots::new(&settings.connections, settings.metrics.clone());
     tokio::pin!(shutdown);
 

@@ -125,6 +125,16 @@ impl Workers {
         });
     }
 
+    /// Runs `future` on worker `index`, as if a connection there had asked.
+    #[cfg(test)]
+    pub(crate) fn spawn_on<F>(&self, index: usize, future: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.workers[index].handle.spawn(future)
+    }
+
     /// The worker with the fewest open connections; ties go round in turn.
     fn pick(&self) -> usize {
         let count = self.workers.len();

@@ -8,6 +8,7 @@ use tokio::net::TcpListener;
 
 use super::*;
 use crate::upstream::UpstreamBody;
+use crate::workers::Workers;
 
 /// A server that answers every request on a connection with `answer`, and counts connections
 /// and requests. `close_after` ends each connection after that many answers.
@@ -112,6 +113,23 @@ async fn sequential_requests_share_one_connection_and_send_the_origin_form() {
         "{:?}",
         server.targets.lock().unwrap()
     );
+}
+
+#[tokio::test]
+async fn each_worker_reuses_only_the_connections_it_drives() {
+    let server = server(None).await;
+    let pool = pool_for(&server.url);
+    let workers = Workers::start(std::num::NonZeroUsize::new(2).unwrap()).unwrap();
+    for _ in 0..3 {
+        // This runtime is worker 0.
+        assert_eq!(read_all(&pool).await, "ok");
+        let on_worker_1 = pool.clone();
+        let answer = workers.spawn_on(1, async move { read_all(&on_worker_1).await });
+        assert_eq!(answer.await.unwrap(), "ok");
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 6);
+    // A connection is driven by the worker that opened it; one per worker, each reused.
+    assert_eq!(server.connections.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
