@@ -122,6 +122,9 @@ impl RunningGateway {
             metrics: metrics.clone(),
         };
         let drain = config.drain_timeout;
+        let workers = Workers::start(listener_limits.connections.workers)
+            .context("starting the connection workers")?;
+        info!(workers = workers.len(), "connection workers started");
         readiness.set(true);
         let done = tokio::spawn(async move {
             let shutdown = async {
@@ -129,8 +132,6 @@ impl RunningGateway {
                 readiness.set(false);
                 stop_page.send_replace(true);
             };
-            let workers = Workers::start(listener_limits.connections.workers)?;
-            info!(workers = workers.len(), "connection workers started");
             let result = countersign_proxy::serve(
                 listener,
                 service,
