@@ -303,3 +303,18 @@ fn legacy_sse_path_can_be_moved_or_turned_off() {
         "{error:#}"
     );
 }
+
+#[test]
+fn connection_workers_are_configurable_and_never_zero() {
+    let config =
+        validate("upstreams:\n  - url: http://127.0.0.1:3001/mcp\nconnections:\n  workers: 3\n")
+            .expect("valid");
+    assert_eq!(config.proxy.connections.workers.get(), 3);
+    let error =
+        validate("upstreams:\n  - url: http://127.0.0.1:3001/mcp\nconnections:\n  workers: 0\n")
+            .expect_err("zero workers");
+    assert!(
+        format!("{error:#}").contains("connections.workers"),
+        "{error:#}"
+    );
+}
