@@ -124,7 +124,7 @@ impl RunningGateway {
         let drain = config.drain_timeout;
         let workers = Workers::start(listener_limits.connections.workers)
             .context("starting the connection workers")?;
-        info!(workers = workers.len(), "connection workers started");
+        info!(workers = workers.count(), "connection workers started");
         readiness.set(true);
         let done = tokio::spawn(async move {
             let shutdown = async {

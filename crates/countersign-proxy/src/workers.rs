@@ -81,13 +81,8 @@ impl Workers {
     }
 
     /// How many workers there are.
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.workers.len()
-    }
-
-    /// Never: there is always worker 0.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// Runs `serve(stream)` on the worker with the fewest open connections.
@@ -260,6 +255,6 @@ mod tests {
         });
         assert_eq!(rx.await.unwrap(), 1);
         assert_eq!(current_index(), 0);
-        assert_eq!(workers.len(), 2);
+        assert_eq!(workers.count(), 2);
     }
 }
