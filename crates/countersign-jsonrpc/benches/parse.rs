@@ -1,11 +1,12 @@
 //! Hot-path costs: strict parse + envelope validation + canonical re-serialization of typical
-//! MCP bodies, validating a body at the size limit, and SSE decoding of a relayed stream.
+//! MCP bodies, validating a body at the size limit, editing one member of a result the size of
+//! a held call's answer, and SSE decoding of a relayed stream.
 
 use std::hint::black_box;
 
 use bytes::Bytes;
 use countersign_jsonrpc::sse::SseDecoder;
-use countersign_jsonrpc::{ParseLimits, Payload, parse_strict};
+use countersign_jsonrpc::{ParseLimits, Payload, RawJson, parse_strict};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 
@@ -192,5 +193,38 @@ fn bench_sse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_parse, bench_sse);
+/// A `CallToolResult` shaped like a held call's answer (~4 KiB: a text block, the machine part
+/// twice, a token in each), as the gateway edits it before answering.
+fn held_sized_result() -> RawJson {
+    let token = "mcp_cf_".to_owned() + &"x".repeat(400);
+    let machine = json!({
+        "status": "requires_confirmation", "confirmationToken": token, "tool": "wipe",
+        "arguments": {"n": 1, "confirmationToken": token}, "expiresInSeconds": 300,
+        "guidance": {"next_action": {"tool": "wipe", "arguments": {"n": 1}}},
+    });
+    let result = json!({
+        "content": [{"type": "text", "text": format!("Nothing was executed.\n{}", "y".repeat(900))}],
+        "isError": true, "structuredContent": machine, "_meta": {"countersign/confirmation": machine},
+    });
+    RawJson::from_value(&result)
+}
+
+fn bench_edit(c: &mut Criterion) {
+    let result = held_sized_result();
+    let mut group = c.benchmark_group("edit_member");
+    group.throughput(Throughput::Bytes(result.len() as u64));
+    let complete = RawJson::string("complete");
+    group.bench_function("append_absent", |b| {
+        b.iter(|| black_box(&result).with_member("resultType", &complete))
+    });
+    group.bench_function("replace_present", |b| {
+        b.iter(|| black_box(&result).with_member("isError", &complete))
+    });
+    group.bench_function("remove_present", |b| {
+        b.iter(|| black_box(&result).without_member("structuredContent"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_parse, bench_edit, bench_sse);
 criterion_main!(benches);

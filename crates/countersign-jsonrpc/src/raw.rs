@@ -272,12 +272,18 @@ impl RawJson {
 
     /// This object without `key` (the same value when it has no such member).
     pub fn without_member(&self, key: &str) -> RawJson {
-        self.edit_members(key, None)
+        self.edit_members(key, Edit::Remove)
     }
 
     /// This object with `key` set to `value`, in place if present, else appended.
     pub fn with_member(&self, key: &str, value: &RawJson) -> RawJson {
-        self.edit_members(key, Some(value))
+        self.edit_members(key, Edit::Set(value))
+    }
+
+    /// This object with `value` appended as `key` unless it has such a member (then the same
+    /// value): a default, in the one walk that looks for the member.
+    pub fn with_member_if_absent(&self, key: &str, value: &RawJson) -> RawJson {
+        self.edit_members(key, Edit::Default(value))
     }
 
     /// This object with each member kept, removed or replaced as `edit` says, in one walk;
@@ -304,30 +310,71 @@ impl RawJson {
         changed.then(|| object.finish())
     }
 
-    fn edit_members(&self, key: &str, value: Option<&RawJson>) -> RawJson {
-        let Some(members) = self.members() else {
+    /// One walk to find `key`, then one copy with the edit spliced in: the rest of the text,
+    /// whitespace included, is copied as it is. Walking the object again to rebuild it member by
+    /// member cost as much as the walk itself, and a held call's answer paid it three times.
+    fn edit_members(&self, key: &str, edit: Edit<'_>) -> RawJson {
+        let Some(walk) = self.member_walk() else {
             return self.clone();
         };
-        let present = self.get(key).is_some();
-        if !present && value.is_none() {
-            return self.clone();
-        }
-        let mut object =
-            ObjectWriter::with_capacity(self.len() + value.map_or(0, RawJson::len) + key.len() + 4);
-        for (member_key, raw_key, member_value) in members.with_raw_keys() {
-            if member_key == key {
-                if let Some(value) = value {
-                    object.push_raw_key(raw_key, value.as_bytes());
-                }
-            } else {
-                object.push_raw_key(raw_key, member_value.as_bytes());
+        let text = &self.0;
+        let mut members = walk.clone();
+        // Where the member before the one found ends: removing a member takes the comma in
+        // front of it, or the one after it when it is first.
+        let mut previous_end = None;
+        let found = loop {
+            match members.next() {
+                Some(member) if walk.key_is(&member, key) => break Some(member),
+                Some(member) => previous_end = Some(member.value.1),
+                None => break None,
             }
-        }
-        if !present && let Some(value) = value {
-            object.push(key, value);
-        }
-        object.finish()
+        };
+        let edited = match (found, edit) {
+            (None, Edit::Remove) | (Some(_), Edit::Default(_)) => return self.clone(),
+            (Some(member), Edit::Set(value)) => {
+                splice(text, member.value.0..member.value.1, value.as_bytes())
+            }
+            (Some(member), Edit::Remove) => {
+                let removed = match (previous_end, members.next()) {
+                    (Some(end), _) => end..member.value.1,
+                    (None, Some(next)) => member.key.0..next.key.0,
+                    (None, None) => member.key.0..member.value.1,
+                };
+                splice(text, removed, b"")
+            }
+            (None, Edit::Set(value) | Edit::Default(value)) => {
+                // After the last member (or the opening brace), so the member is appended.
+                let at = previous_end.unwrap_or(1);
+                let mut member = Vec::with_capacity(key.len() + value.len() + 4);
+                if previous_end.is_some() {
+                    member.push(b',');
+                }
+                write_json_string(&mut member, key);
+                member.push(b':');
+                member.extend_from_slice(value.as_bytes());
+                splice(text, at..at, &member)
+            }
+        };
+        RawJson(Bytes::from(edited))
     }
+}
+
+/// What [`RawJson::edit_members`] does with the member it looks for.
+#[derive(Clone, Copy)]
+enum Edit<'a> {
+    Set(&'a RawJson),
+    Remove,
+    /// Appended when absent, left alone when present.
+    Default(&'a RawJson),
+}
+
+/// `text` with `range` replaced by `with`, in one allocation.
+fn splice(text: &[u8], range: std::ops::Range<usize>, with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() - range.len() + with.len());
+    out.extend_from_slice(&text[..range.start]);
+    out.extend_from_slice(with);
+    out.extend_from_slice(&text[range.end..]);
+    out
 }
 
 /// What [`RawJson::edit_each_member`] does with one member.

@@ -206,10 +206,11 @@ pub(super) fn member_ranges(text: &[u8]) -> Vec<(u32, u32, u32, u32)> {
 /// Where one member of an object sits: its key token (quotes included) and its value.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MemberAt {
-    key: (usize, usize),
+    /// The key token, quotes included.
+    pub(super) key: (usize, usize),
     /// Whether the key token has an escape (it is not its own text).
     escaped: bool,
-    value: (usize, usize),
+    pub(super) value: (usize, usize),
 }
 
 /// The members of an object's text, found without reading them: no key is unescaped and no

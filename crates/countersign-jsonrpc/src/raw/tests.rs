@@ -751,21 +751,22 @@ fn walking_the_deepest_accepted_value_matches_serde_json() {
 }
 
 #[test]
-fn without_member_keeps_order_and_raw_keys() {
+fn without_member_keeps_order_raw_keys_and_the_rest_of_the_text() {
     let object = raw(r#"{"z":1, "a\u0062" : [2] ,"m":{"y":1}}"#);
     assert_eq!(
         object.without_member("ab").as_text(),
-        r#"{"z":1,"m":{"y":1}}"#
+        r#"{"z":1 ,"m":{"y":1}}"#
     );
     assert_eq!(
         object.without_member("z").as_text(),
-        r#"{"a\u0062":[2],"m":{"y":1}}"#
+        r#"{"a\u0062" : [2] ,"m":{"y":1}}"#
     );
     assert_eq!(
         object.without_member("m").as_text(),
-        r#"{"z":1,"a\u0062":[2]}"#
+        r#"{"z":1, "a\u0062" : [2]}"#
     );
     assert_eq!(raw(r#"{"a":1}"#).without_member("a").as_text(), "{}");
+    assert_eq!(raw(r#"{ "a" : 1 }"#).without_member("a").as_text(), "{  }");
     // Absent key, nested key, non-object: unchanged, byte for byte.
     assert_eq!(object.without_member("y"), object);
     assert_eq!(raw("[1]").without_member("a").as_text(), "[1]");
@@ -809,17 +810,31 @@ fn with_member_replaces_in_place_or_appends() {
     let value = raw(r#"{"new": "\u00e9"}"#);
     assert_eq!(
         object.with_member("ab", &value).as_text(),
-        r#"{"z":1,"a\u0062":{"new": "\u00e9"},"m":{"y":1}}"#
+        r#"{"z":1, "a\u0062" : {"new": "\u00e9"} ,"m":{"y":1}}"#
     );
     assert_eq!(
         object.with_member("q\"", &value).as_text(),
-        r#"{"z":1,"a\u0062":[2],"m":{"y":1},"q\"":{"new": "\u00e9"}}"#
+        r#"{"z":1, "a\u0062" : [2] ,"m":{"y":1},"q\"":{"new": "\u00e9"}}"#
     );
     assert_eq!(
         raw("{}").with_member("a", &raw("1")).as_text(),
         r#"{"a":1}"#
     );
+    assert_eq!(
+        raw("{ }").with_member("a", &raw("1")).as_text(),
+        r#"{"a":1 }"#
+    );
     assert_eq!(raw("[1]").with_member("a", &raw("1")).as_text(), "[1]");
+    // A default: appended when absent, nothing changed when present.
+    assert_eq!(
+        object.with_member_if_absent("ab", &value),
+        object,
+        "present: kept as it was"
+    );
+    assert_eq!(
+        object.with_member_if_absent("q", &raw("1")).as_text(),
+        r#"{"z":1, "a\u0062" : [2] ,"m":{"y":1},"q":1}"#
+    );
     for edited in [
         object.with_member("ab", &value),
         object.with_member("q\"", &value),

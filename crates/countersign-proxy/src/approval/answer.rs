@@ -69,8 +69,9 @@ impl Answer {
                 return response;
             }
             Answer::Result(mut result) => {
-                if asked.stateless && result.is_object() && result.get("resultType").is_none() {
-                    result = result.with_member("resultType", &RawJson::string("complete"));
+                if asked.stateless {
+                    result =
+                        result.with_member_if_absent("resultType", &RawJson::string("complete"));
                 }
                 let body = Message::Response(JsonRpcResponse {
                     id: asked.id.clone(),
