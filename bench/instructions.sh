@@ -46,6 +46,10 @@ chmod 755 "$WORK"
 PIDS=()
 cleanup() {
     local pid
+    # nginx's workers outlive a killed master and would hold this script's output open; on
+    # TERM the master stops them and exits after them.
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    sleep 0.5
     for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     rm -rf "$WORK"
