@@ -115,10 +115,7 @@ impl ResponseEdits {
     }
 
     /// Pins a complete first-page listing and shares the pins with the other replicas.
-    fn pin_complete_listing(&self, upstream: &str, id: &RequestId, body: &[u8]) {
-        let Some(Value::Object(result)) = upstream_result(body, id) else {
-            return;
-        };
+    fn pin_complete_listing(&self, upstream: &str, result: &Map<String, Value>) {
         let complete = result
             .get("nextCursor")
             .is_none_or(|c| c.is_null() || c.as_str() == Some(""));
@@ -200,11 +197,16 @@ impl MessageObserver for EditObserver {
                 edit,
                 first_page,
             } => {
+                // One tree for both the pins and the edit: a large listing's parse and tree
+                // were a fifth of its cost, and they were built twice.
+                let Value::Object(result) = upstream_result(message, id)? else {
+                    return None;
+                };
                 if *edit == ResponseEdit::ToolsList && *first_page {
-                    self.edits.pin_complete_listing(&self.upstream, id, message);
+                    self.edits.pin_complete_listing(&self.upstream, &result);
                 }
                 let (edits, upstream) = (&self.edits, self.upstream.as_str());
-                edit_response(message, id, *edit, &|_, tool| {
+                edit_result(result, id, *edit, &|_, tool| {
                     edits.may_confirm(upstream, tool)
                 })
             }
@@ -270,9 +272,19 @@ pub fn edit_response(
     edit: ResponseEdit,
     may_confirm: &dyn Fn(&str, &Value) -> bool,
 ) -> Option<Vec<u8>> {
-    let Value::Object(mut result) = upstream_result(body, id)? else {
+    let Value::Object(result) = upstream_result(body, id)? else {
         return None;
     };
+    edit_result(result, id, edit, may_confirm)
+}
+
+/// [`edit_response`] of a result already read as a tree.
+fn edit_result(
+    mut result: Map<String, Value>,
+    id: &RequestId,
+    edit: ResponseEdit,
+    may_confirm: &dyn Fn(&str, &Value) -> bool,
+) -> Option<Vec<u8>> {
     let changed = match edit {
         ResponseEdit::ToolsList => add_token_property(&mut result, may_confirm),
         ResponseEdit::Instructions => {
