@@ -38,22 +38,11 @@ GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/release/countersign}
 
 WORK=$(mktemp -d /tmp/countersign-approval-cpu.XXXXXX)
 chmod 755 "$WORK"
-PIDS=()
-cleanup() {
-    local pid
-    # nginx's workers outlive a killed master and would hold this script's output open; on
-    # TERM the master stops them and exits after them.
-    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    sleep 0.5
-    for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 # shellcheck source=bench/fixed_upstream.sh
 . "$BENCH/fixed_upstream.sh"
+PIDS=()
+trap stop_started EXIT
+trap 'exit 130' INT TERM
 UP=$(port); GW=$(port); REDIS=$(port)
 write_fixed_upstream_conf "$UP"
 taskset -c 0 "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &

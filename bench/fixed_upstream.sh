@@ -1,6 +1,19 @@
-# Sourced by bench/profile.sh and bench/instructions.sh: free ports, and the benchmark upstream
-# (one nginx worker answering POST /mcp with bench/upstream_response.json), as bench/run.sh's
-# `direct` target. Expects BENCH (the bench directory) and WORK (a scratch directory).
+# Sourced by bench/profile.sh, bench/instructions.sh, bench/approval-cpu.sh and bench/yardstick.sh:
+# free ports, the benchmark upstream (one nginx worker answering POST /mcp with
+# bench/upstream_response.json), as bench/run.sh's `direct` target, and stopping what a script
+# started. Expects BENCH (the bench directory) and WORK (a scratch directory).
+
+# stop_started: stops every process in PIDS, then removes WORK (for `trap stop_started EXIT`).
+# nginx's workers outlive a killed master and would hold the script's output open; on TERM the
+# master stops them and exits after them.
+stop_started() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    sleep 0.5
+    for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
 
 # A port below the ephemeral range that no socket uses.
 port() { local p; while :; do p=$((10000 + RANDOM % 22000)); ss -Htan "( sport = :$p )" | grep -q . || { echo "$p"; return; }; done; }
