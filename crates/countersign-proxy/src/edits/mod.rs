@@ -265,8 +265,10 @@ fn watch_list_changed(data: &[u8], upstream: &str, catalog: &CatalogSync) {
 
 /// Applies `edit` to `body` if it is the JSON-RPC response to `id`; returns the new body, or
 /// `None` when the message is not that response (it is then relayed untouched). `may_confirm`
-/// says, for a listed tool (name and definition), whether a call to it may be held.
-pub fn edit_response(
+/// says, for a listed tool (name and definition), whether a call to it may be held. The
+/// observer reads the answer itself (it pins from the same tree) and calls [`edit_result`].
+#[cfg(test)]
+fn edit_response(
     body: &[u8],
     id: &RequestId,
     edit: ResponseEdit,
