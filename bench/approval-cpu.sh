@@ -36,23 +36,12 @@ fi
 GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/release/countersign}
 [[ -x $GATEWAY_BIN ]] || die "no gateway binary at $GATEWAY_BIN"
 
-WORK=$(mktemp -d /tmp/countersign-approval-cpu.XXXXXX)
-chmod 755 "$WORK"
 # shellcheck source=bench/fixed_upstream.sh
 . "$BENCH/fixed_upstream.sh"
-PIDS=()
-trap stop_started EXIT
-trap 'exit 130' INT TERM
+begin_run approval-cpu
 UP=$(port); GW=$(port); REDIS=$(port)
-write_fixed_upstream_conf "$UP"
-taskset -c 0 "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
-NGINX_PID=$!
-PIDS+=("$NGINX_PID")
-taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonly no >/dev/null &
-REDIS_PID=$!
-PIDS+=("$REDIS_PID")
-wait_port "$UP"
-wait_port "$REDIS"
+start_fixed_upstream "$NGINX" "$UP" taskset -c 0
+start_redis "$REDIS" taskset -c 0
 printf 'redis:\n  url: redis://127.0.0.1:%s\naudit:\n  path: /dev/null\n' "$REDIS" >"$WORK/gateway.yaml"
 env -u RUST_LOG TOKIO_WORKER_THREADS=1 taskset -c 0 "$GATEWAY_BIN" serve \
     --config "$WORK/gateway.yaml" --upstream "http://127.0.0.1:$UP/mcp" \
@@ -72,7 +61,7 @@ ticks() {
     done
     echo "$total"
 }
-upstream_pids() { echo "$NGINX_PID" $(pgrep -P "$NGINX_PID"); }
+upstream_pids() { echo "$UPSTREAM_PID" $(pgrep -P "$UPSTREAM_PID"); }
 
 # measure PATH ROUND SCRIPT [ARGS...]: one peak run; prints req/s and µs of CPU per request.
 measure() {

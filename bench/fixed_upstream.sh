@@ -1,7 +1,41 @@
 # Sourced by bench/profile.sh, bench/instructions.sh, bench/approval-cpu.sh and bench/yardstick.sh:
 # free ports, the benchmark upstream (one nginx worker answering POST /mcp with
 # bench/upstream_response.json), as bench/run.sh's `direct` target, and stopping what a script
-# started. Expects BENCH (the bench directory) and WORK (a scratch directory).
+# started. Expects BENCH (the bench directory) and WORK (a scratch directory; begin_run makes
+# one).
+
+# begin_run NAME: a scratch directory in WORK, an empty PIDS, and traps that stop everything
+# started and remove WORK however the script ends.
+begin_run() {
+    WORK=$(mktemp -d "/tmp/countersign-$1.XXXXXX")
+    chmod 755 "$WORK"
+    PIDS=()
+    trap stop_started EXIT
+    trap 'exit 130' INT TERM
+}
+
+# start_fixed_upstream NGINX PORT [PREFIX...]: the benchmark upstream on PORT, run under PREFIX
+# (e.g. `taskset -c 0`); sets UPSTREAM_PID (nginx's master) and waits for the port.
+start_fixed_upstream() {
+    local nginx=$1 port=$2
+    shift 2
+    write_fixed_upstream_conf "$port"
+    "$@" "$nginx" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
+    UPSTREAM_PID=$!
+    PIDS+=("$UPSTREAM_PID")
+    wait_port "$port"
+}
+
+# start_redis PORT [PREFIX...]: a redis-server without persistence on PORT, run under PREFIX;
+# sets REDIS_PID and waits for the port.
+start_redis() {
+    local port=$1
+    shift
+    "$@" redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no >/dev/null &
+    REDIS_PID=$!
+    PIDS+=("$REDIS_PID")
+    wait_port "$port"
+}
 
 # stop_started: stops every process in PIDS, then removes WORK (for `trap stop_started EXIT`).
 # nginx's workers outlive a killed master and would hold the script's output open; on TERM the

@@ -41,21 +41,12 @@ fi
 GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/release/countersign}
 [[ -x $GATEWAY_BIN ]] || die "no gateway binary at $GATEWAY_BIN"
 
-WORK=$(mktemp -d /tmp/countersign-instructions.XXXXXX)
-chmod 755 "$WORK"
 # shellcheck source=bench/fixed_upstream.sh
 . "$BENCH/fixed_upstream.sh"
-PIDS=()
-trap stop_started EXIT
-trap 'exit 130' INT TERM
+begin_run instructions
 UP=$(port); GW=$(port); REDIS=$(port)
-write_fixed_upstream_conf "$UP"
-"$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
-PIDS+=($!)
-redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonly no >/dev/null &
-PIDS+=($!)
-wait_port "$UP"
-wait_port "$REDIS"
+start_fixed_upstream "$NGINX" "$UP"
+start_redis "$REDIS"
 
 # valgrind runs the gateway ~50x slower, so Redis commands get far more than the default 250 ms
 # before a redemption is refused as `store_unavailable` (fail closed, and then not counted).
