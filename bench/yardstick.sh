@@ -12,6 +12,7 @@
 #   floor     bench/floor: hyper's server and one hyper client connection, inspecting nothing
 #   floor-inline  the same, the client connection driven in the server connection's task
 #   floor-raw the same proxy without hyper: httparse, one read and one write per message each way
+#   floor-hybrid  hyper's server in front of floor-raw's upstream side
 #   gateway   countersign with bench/policy.yaml, full inspection, audit to /dev/null
 # Setup as run.sh's `pinned` scenario: everything under test on CPU 0 (one nginx worker, one tokio
 # worker), wrk -t1 -c64 on CPU 1. CPU per request is the target process's user+system time over
@@ -64,6 +65,7 @@ NX=$(port)
 FL=$(port)
 FI=$(port)
 FR=$(port)
+FH=$(port)
 GW=$(port)
 write_fixed_upstream_conf "$UP"
 if [[ ${YARDSTICK_SCENARIO:-pinned} == default ]]; then
@@ -107,6 +109,10 @@ FLOOR_INLINE_PID=$!
     >/dev/null 2>&1 &
 PIDS+=($!)
 FLOOR_RAW_PID=$!
+"${SUT[@]}" env "${ONE_WORKER[@]}" "$FLOOR_BIN" hybrid "127.0.0.1:$FH" "127.0.0.1:$UP" \
+    >/dev/null 2>&1 &
+PIDS+=($!)
+FLOOR_HYBRID_PID=$!
 "${SUT[@]}" env -u RUST_LOG "${ONE_WORKER[@]}" "${GATEWAY_BIN:-$ROOT/target/release/countersign}" serve \
     --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GW" --admin off \
     --policy "$BENCH/policy.yaml" >/dev/null 2>"$WORK/gateway.log" &
@@ -122,7 +128,7 @@ if [[ -n ${GATEWAY_B_BIN:-} ]]; then
     GATEWAY_B_PID=$!
     wait_port "$GB"
 fi
-for p in "$UP" "$NX" "$FL" "$FI" "$FR" "$GW"; do wait_port "$p"; done
+for p in "$UP" "$NX" "$FL" "$FI" "$FR" "$FH" "$GW"; do wait_port "$p"; done
 NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
 
 # cpu_ticks PID...: user + system time of the processes, in clock ticks.
@@ -131,9 +137,9 @@ cpu_ticks() {
     for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done
     echo "$total"
 }
-declare -A port=([direct]=$UP [nginx]=$NX [floor]=$FL [floor-inline]=$FI [floor-raw]=$FR [gateway]=$GW [gateway-b]=$GB)
+declare -A port=([direct]=$UP [nginx]=$NX [floor]=$FL [floor-inline]=$FI [floor-raw]=$FR [floor-hybrid]=$FH [gateway]=$GW [gateway-b]=$GB)
 declare -A pid=([direct]=$NGINX_WORKERS [nginx]=$NGINX_WORKERS [floor]=$FLOOR_PID
-    [floor-inline]=$FLOOR_INLINE_PID [floor-raw]=$FLOOR_RAW_PID [gateway]=$GATEWAY_PID [gateway-b]=${GATEWAY_B_PID:-})
+    [floor-inline]=$FLOOR_INLINE_PID [floor-raw]=$FLOOR_RAW_PID [floor-hybrid]=$FLOOR_HYBRID_PID [gateway]=$GATEWAY_PID [gateway-b]=${GATEWAY_B_PID:-})
 declare -A rates cpus
 read -ra TARGETS <<<"${YARDSTICK_TARGETS:-direct nginx floor floor-inline gateway}"
 TICK_NS=$((1000000000 / $(getconf CLK_TCK)))

@@ -12,7 +12,10 @@
 //! in each direction, Content-Length bodies only. It answers how much of the distance to nginx
 //! is hyper's and tokio's plumbing rather than the kernel's.
 //!
-//! Usage: floor proxy|proxy-inline|raw LISTEN UPSTREAM | floor hello LISTEN
+//! `hybrid` is hyper's server in front of the raw proxy's upstream side: which half of hyper's
+//! cost is the server's and which the client's.
+//!
+//! Usage: floor proxy|proxy-inline|raw|hybrid LISTEN UPSTREAM | floor hello LISTEN
 //! (CT=1: current-thread runtime)
 //! Build: cargo build --release --target-dir ../../target/floor
 
@@ -52,6 +55,8 @@ fn main() {
             tokio::spawn(async move {
                 if mode == "raw" {
                     let _ = raw::serve(s, upstream.unwrap()).await;
+                } else if mode == "hybrid" {
+                    let _ = raw::serve_hybrid(s, upstream.unwrap()).await;
                 } else if mode == "hello" {
                     let svc = hyper::service::service_fn(|req: Request<Incoming>| async move {
                         let _ = req.into_body().collect().await;
@@ -210,5 +215,59 @@ mod raw {
             upbuf.drain(..rh + rb);
             client.write_all(&out).await?;
         }
+    }
+
+    /// hyper's server in front, the raw upstream side behind, in the request's own task.
+    pub async fn serve_hybrid(client: TcpStream, upstream: String) -> std::io::Result<()> {
+        use bytes::Bytes;
+        use http_body_util::{BodyExt, Full};
+        use hyper::{Request, Response, body::Incoming};
+        use std::sync::Arc;
+        use tokio::sync::Mutex;
+        let up = TcpStream::connect(&upstream).await?;
+        up.set_nodelay(true)?;
+        let up = Arc::new(Mutex::new((
+            up,
+            Vec::with_capacity(4096),
+            Vec::with_capacity(4096),
+        )));
+        let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let up = up.clone();
+            async move {
+                let (parts, body) = req.into_parts();
+                let body = body.collect().await.unwrap().to_bytes();
+                let mut guard = up.lock().await;
+                let (io, upbuf, out) = &mut *guard;
+                out.clear();
+                out.extend_from_slice(
+                    b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n",
+                );
+                for (k, v) in parts.headers.iter() {
+                    if k.as_str().starts_with("mcp") || k == "accept" {
+                        out.extend_from_slice(k.as_str().as_bytes());
+                        out.extend_from_slice(b": ");
+                        out.extend_from_slice(v.as_bytes());
+                        out.extend_from_slice(b"\r\n");
+                    }
+                }
+                out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+                out.extend_from_slice(&body);
+                io.write_all(out).await.unwrap();
+                let (rh, rb) = read_message(io, upbuf, false).await.unwrap().unwrap();
+                let answer = Bytes::copy_from_slice(&upbuf[rh..rh + rb]);
+                upbuf.drain(..rh + rb);
+                drop(guard);
+                let mut response = Response::new(Full::new(answer));
+                response.headers_mut().insert(
+                    "content-type",
+                    hyper::header::HeaderValue::from_static("application/json"),
+                );
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(hyper_util::rt::TokioIo::new(client), svc)
+            .await;
+        Ok(())
     }
 }
