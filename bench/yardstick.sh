@@ -62,10 +62,6 @@ trap 'exit 130' INT TERM
 . "$BENCH/fixed_upstream.sh"
 UP=$(port)
 NX=$(port)
-FL=$(port)
-FI=$(port)
-FR=$(port)
-FH=$(port)
 GW=$(port)
 write_fixed_upstream_conf "$UP"
 if [[ ${YARDSTICK_SCENARIO:-pinned} == default ]]; then
@@ -97,22 +93,16 @@ CONF
 "${SUT[@]}" "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 NGINX_MASTER=$!
-"${SUT[@]}" env "${ONE_WORKER[@]}" "$FLOOR_BIN" proxy "127.0.0.1:$FL" "127.0.0.1:$UP" \
-    >/dev/null 2>&1 &
-PIDS+=($!)
-FLOOR_PID=$!
-"${SUT[@]}" env "${ONE_WORKER[@]}" "$FLOOR_BIN" proxy-inline "127.0.0.1:$FI" "127.0.0.1:$UP" \
-    >/dev/null 2>&1 &
-PIDS+=($!)
-FLOOR_INLINE_PID=$!
-"${SUT[@]}" env "${ONE_WORKER[@]}" "$FLOOR_BIN" raw "127.0.0.1:$FR" "127.0.0.1:$UP" \
-    >/dev/null 2>&1 &
-PIDS+=($!)
-FLOOR_RAW_PID=$!
-"${SUT[@]}" env "${ONE_WORKER[@]}" "$FLOOR_BIN" hybrid "127.0.0.1:$FH" "127.0.0.1:$UP" \
-    >/dev/null 2>&1 &
-PIDS+=($!)
-FLOOR_HYBRID_PID=$!
+# The floor's modes, one process each, under the yardstick's target names.
+declare -A port pid
+declare -A floor_mode=([floor]=proxy [floor-inline]=proxy-inline [floor-raw]=raw [floor-hybrid]=hybrid)
+for target in "${!floor_mode[@]}"; do
+    port[$target]=$(port)
+    "${SUT[@]}" env "${ONE_WORKER[@]}" "$FLOOR_BIN" "${floor_mode[$target]}" \
+        "127.0.0.1:${port[$target]}" "127.0.0.1:$UP" >/dev/null 2>&1 &
+    PIDS+=($!)
+    pid[$target]=$!
+done
 "${SUT[@]}" env -u RUST_LOG "${ONE_WORKER[@]}" "${GATEWAY_BIN:-$ROOT/target/release/countersign}" serve \
     --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GW" --admin off \
     --policy "$BENCH/policy.yaml" >/dev/null 2>"$WORK/gateway.log" &
@@ -128,7 +118,7 @@ if [[ -n ${GATEWAY_B_BIN:-} ]]; then
     GATEWAY_B_PID=$!
     wait_port "$GB"
 fi
-for p in "$UP" "$NX" "$FL" "$FI" "$FR" "$FH" "$GW"; do wait_port "$p"; done
+for p in "$UP" "$NX" "$GW" "${port[@]}"; do wait_port "$p"; done
 NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
 
 # cpu_ticks PID...: user + system time of the processes, in clock ticks.
@@ -137,9 +127,8 @@ cpu_ticks() {
     for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done
     echo "$total"
 }
-declare -A port=([direct]=$UP [nginx]=$NX [floor]=$FL [floor-inline]=$FI [floor-raw]=$FR [floor-hybrid]=$FH [gateway]=$GW [gateway-b]=$GB)
-declare -A pid=([direct]=$NGINX_WORKERS [nginx]=$NGINX_WORKERS [floor]=$FLOOR_PID
-    [floor-inline]=$FLOOR_INLINE_PID [floor-raw]=$FLOOR_RAW_PID [floor-hybrid]=$FLOOR_HYBRID_PID [gateway]=$GATEWAY_PID [gateway-b]=${GATEWAY_B_PID:-})
+port+=([direct]=$UP [nginx]=$NX [gateway]=$GW [gateway-b]=$GB)
+pid+=([direct]=$NGINX_WORKERS [nginx]=$NGINX_WORKERS [gateway]=$GATEWAY_PID [gateway-b]=${GATEWAY_B_PID:-})
 declare -A rates cpus
 read -ra TARGETS <<<"${YARDSTICK_TARGETS:-direct nginx floor floor-inline gateway}"
 TICK_NS=$((1000000000 / $(getconf CLK_TCK)))
