@@ -26,7 +26,7 @@ use crate::clock::Clock;
 use crate::config::{LegacyPaths, Upstream};
 use crate::identity::{WELL_KNOWN, metadata_document};
 use crate::route::Route;
-use crate::upstream::{HttpClient, UpstreamBody};
+use crate::upstream::HttpClient;
 
 /// Largest metadata document accepted from an upstream.
 const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
@@ -179,20 +179,17 @@ impl UpstreamDocument {
         );
         headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         let exchange = async {
-            let (response, connection) = self
+            let response = self
                 .client
                 .send(request)
                 .await
                 .map_err(|failure| failure.to_string())?;
             let status = response.status();
-            let body = Limited::new(
-                UpstreamBody::http(response.into_body(), connection),
-                MAX_DOCUMENT_BYTES,
-            )
-            .collect()
-            .await
-            .map_err(|error| format!("reading the document: {error}"))?
-            .to_bytes();
+            let body = Limited::new(response.into_body(), MAX_DOCUMENT_BYTES)
+                .collect()
+                .await
+                .map_err(|error| format!("reading the document: {error}"))?
+                .to_bytes();
             match status {
                 StatusCode::OK => Ok(Some(body)),
                 StatusCode::NOT_FOUND => Ok(None),

@@ -1,6 +1,6 @@
-//! The connection pool of plain `http://` upstreams: HTTP/1.1 connections of hyper's
-//! `client::conn`, each held by the request that uses it until its response body has ended, then
-//! handed back.
+//! The connection pool of plain `http://` upstreams: HTTP/1.1 connections spoken by the
+//! gateway itself (`http1_wire.rs`, `http1_conn.rs`), each held by the request that uses it
+//! until its response body has ended exactly, then handed back.
 //!
 //! hyper-util's pooled client did more per request than this gateway needs: a pool lookup keyed
 //! by scheme and authority, hashed with SipHash, under a lock; a connector call; a timer of its
@@ -13,21 +13,22 @@
 //! that task across threads on every request and answer.
 //!
 //! A connection that was idle can have been closed by the upstream just as a request is sent.
-//! hyper hands back a request it never wrote, and that request is sent again on another
-//! connection; one that was written is never resent, since a `tools/call` is not idempotent.
+//! One found closed before the request is written, or whose write fails before a byte of it
+//! went out, is replaced and the request sent on another; a request that was written is never
+//! resent, since a `tools/call` is not idempotent.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, Uri};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
+use futures_util::FutureExt;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::http1_conn::{Connection, WireBody, WriteFailure};
+use super::http1_wire::{Head, encode_request};
 use crate::body::BoxError;
 use crate::config::Upstream;
 use crate::workers;
@@ -57,29 +58,34 @@ struct Shared {
 
 #[derive(Debug)]
 struct Idle {
-    sender: SendRequest<Full<Bytes>>,
+    connection: Connection,
     since: Instant,
 }
 
 /// A connection lent to one response; it goes back to the pool once that response's body has
 /// ended ([`Lent::give_back`]), and is closed if the body is dropped before that.
 #[derive(Debug)]
-pub struct Lent {
+pub(super) struct Lent {
     pool: Arc<Shared>,
-    sender: SendRequest<Full<Bytes>>,
-    /// The worker whose thread drives the connection.
+    connection: Connection,
+    /// The worker whose thread reads and writes the connection.
     worker: usize,
 }
 
 impl Lent {
+    pub(super) fn connection(&mut self) -> &mut Connection {
+        &mut self.connection
+    }
+
     /// The response body ended: the connection can carry the next request.
-    pub fn give_back(self) {
+    pub(super) fn give_back(self) {
         let Lent {
             pool,
-            sender,
+            connection,
             worker,
         } = self;
-        if sender.is_closed() {
+        // Whether the upstream closed it meanwhile is checked when it is next taken.
+        if connection.has_unasked_bytes() {
             return;
         }
         let now = now();
@@ -87,7 +93,10 @@ impl Lent {
         let idle = worker_list(&mut lists, worker);
         expire(idle, now);
         if idle.len() < MAX_IDLE {
-            idle.push(Idle { sender, since: now });
+            idle.push(Idle {
+                connection,
+                since: now,
+            });
         }
     }
 }
@@ -124,56 +133,55 @@ impl Http1Pool {
 
     /// Sends `request` to this pool's upstream (the URI's scheme and authority are the
     /// caller's to check: only its path and query are sent) on an idle connection or a new one;
-    /// resolves with the response head and the connection it is lent.
+    /// resolves with the response head and the body that reads the rest from the connection.
     pub(super) async fn send(
         &self,
-        mut request: Request<Full<Bytes>>,
-    ) -> Result<(Response<Incoming>, Lent), BoxError> {
-        // HTTP/1.1 to an origin server takes the origin form, `/path?query`.
-        let target = request
-            .uri()
-            .path_and_query()
-            .map_or_else(|| Uri::from_static("/"), |target| Uri::from(target.clone()));
-        *request.uri_mut() = target;
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response<WireBody>, BoxError> {
+        let (parts, body) = request.into_parts();
+        let body = body
+            .collect()
+            .now_or_never()
+            .map(|collected| collected.map(|whole| whole.to_bytes()))
+            .unwrap_or_else(|| Ok(Bytes::new()))
+            .unwrap_or_else(|never| match never {});
+        let mut wire = Vec::with_capacity(512 + body.len());
+        encode_request(&Request::from_parts(parts, ()), &body, &mut wire);
         loop {
             let worker = workers::current_index();
-            let (mut sender, reused) = match self.checkout(worker) {
-                Some(sender) => (sender, true),
-                None => (self.shared.connect().await?, false),
+            let (mut connection, reused) = match self.checkout(worker) {
+                Some(connection) => (connection, true),
+                None => (Connection::new(self.shared.open_stream().await?), false),
             };
-            if let Err(error) = sender.ready().await {
-                if reused {
-                    continue;
-                }
-                return Err(error.into());
+            match connection.write_request(&wire).await {
+                Ok(()) => {}
+                // Closed under it before any of the request went out: another one may do.
+                Err(WriteFailure { unsent: true, .. }) if reused => continue,
+                Err(failure) => return Err(failure.error.into()),
             }
-            match sender.try_send_request(request).await {
-                Ok(response) => {
-                    let lent = Lent {
-                        pool: self.shared.clone(),
-                        sender,
-                        worker,
-                    };
-                    return Ok((response, lent));
-                }
-                Err(mut failed) => match failed.take_message() {
-                    // Never written: the connection closed under it. Another one may do.
-                    Some(unsent) if reused => request = unsent,
-                    _ => return Err(failed.into_error().into()),
-                },
-            }
+            let Head {
+                response,
+                framing,
+                reusable,
+            } = connection.read_head().await?;
+            let lent = Lent {
+                pool: self.shared.clone(),
+                connection,
+                worker,
+            };
+            return Ok(response.map(|()| WireBody::new(lent, framing, reusable)));
         }
     }
 
     /// The most recently used idle connection of `worker` that is still open and not too old.
-    fn checkout(&self, worker: usize) -> Option<SendRequest<Full<Bytes>>> {
+    fn checkout(&self, worker: usize) -> Option<Connection> {
         let now = now();
         let mut lists = self.shared.idle.lock().unwrap_or_else(|p| p.into_inner());
         let idle = worker_list(&mut lists, worker);
         expire(idle, now);
-        while let Some(Idle { sender, .. }) = idle.pop() {
-            if !sender.is_closed() {
-                return Some(sender);
+        while let Some(Idle { connection, .. }) = idle.pop() {
+            if !connection.is_closed() {
+                return Some(connection);
             }
         }
         None
@@ -202,21 +210,6 @@ impl Shared {
         // Requests and answers are small and latency-bound.
         stream.set_nodelay(true)?;
         Ok(stream)
-    }
-
-    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, BoxError> {
-        let stream = self.open_stream().await?;
-        let (sender, connection) = http1::Builder::new()
-            .handshake(TokioIo::new(stream))
-            .await?;
-        // The connection's I/O runs in its own task, as hyper requires; it ends when the pool
-        // drops the sender or the upstream closes the connection.
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "upstream connection ended with an error");
-            }
-        });
-        Ok(sender)
     }
 }
 

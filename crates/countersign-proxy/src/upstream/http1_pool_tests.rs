@@ -7,7 +7,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::*;
-use crate::upstream::UpstreamBody;
 use crate::workers::Workers;
 
 /// A server that answers every request on a connection with `answer`, and counts connections
@@ -89,8 +88,7 @@ fn request() -> Request<Full<Bytes>> {
 }
 
 async fn read_all(pool: &Http1Pool) -> Bytes {
-    let (response, lent) = pool.send(request()).await.unwrap();
-    let body = UpstreamBody::http(response.into_body(), Some(lent));
+    let body = pool.send(request()).await.unwrap().into_body();
     body.collect().await.unwrap().to_bytes()
 }
 
@@ -136,11 +134,11 @@ async fn each_worker_reuses_only_the_connections_it_drives() {
 async fn a_response_still_being_read_keeps_its_connection_from_others() {
     let server = server(None).await;
     let pool = pool_for(&server.url);
-    let (first, lent) = pool.send(request()).await.unwrap();
+    let first = pool.send(request()).await.unwrap();
     // The first body is not read yet: the second request needs a connection of its own.
     assert_eq!(read_all(&pool).await, "ok");
     assert_eq!(server.connections.load(Ordering::SeqCst), 2);
-    let body = UpstreamBody::http(first.into_body(), Some(lent));
+    let body = first.into_body();
     assert_eq!(body.collect().await.unwrap().to_bytes(), "ok");
     assert_eq!(pool.idle_count(), 2);
 }
@@ -149,8 +147,7 @@ async fn a_response_still_being_read_keeps_its_connection_from_others() {
 async fn a_body_dropped_before_its_end_closes_its_connection() {
     let server = server(None).await;
     let pool = pool_for(&server.url);
-    let (response, lent) = pool.send(request()).await.unwrap();
-    drop(UpstreamBody::http(response.into_body(), Some(lent)));
+    drop(pool.send(request()).await.unwrap());
     assert_eq!(pool.idle_count(), 0);
     assert_eq!(read_all(&pool).await, "ok");
     assert_eq!(server.connections.load(Ordering::SeqCst), 2);
@@ -201,4 +198,125 @@ async fn connections_idle_past_the_timeout_are_not_reused() {
     tokio::time::advance(IDLE_TIMEOUT + Duration::from_secs(1)).await;
     assert_eq!(read_all(&pool).await, "ok");
     assert_eq!(server.connections.load(Ordering::SeqCst), 2);
+}
+
+/// A server that answers each request (a head and a 2-byte body) with `answer`, written in
+/// pieces of `step` bytes, and then closes the connection if `close` says so (without saying
+/// so in the answer). Returns the URL, the connection count, and a notice sent whenever it has
+/// closed a connection.
+async fn scripted(
+    answer: &'static [u8],
+    step: usize,
+    close: bool,
+) -> (String, Arc<AtomicUsize>, Arc<tokio::sync::Notify>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(tokio::sync::Notify::new());
+    let (count, notify) = (connections.clone(), closed.clone());
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            count.fetch_add(1, Ordering::SeqCst);
+            let notify = notify.clone();
+            tokio::spawn(async move {
+                let mut buffer = Vec::new();
+                loop {
+                    let mut chunk = [0u8; 4096];
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                    }
+                    let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    if buffer.len() < end + 6 {
+                        continue;
+                    }
+                    buffer.drain(..end + 6);
+                    for piece in answer.chunks(step) {
+                        if stream.write_all(piece).await.is_err() {
+                            return;
+                        }
+                        stream.flush().await.unwrap();
+                        tokio::task::yield_now().await;
+                    }
+                    if close {
+                        drop(stream);
+                        notify.notify_one();
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, connections, closed)
+}
+
+const CHUNKED: &[u8] =
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+
+#[tokio::test]
+async fn a_chunked_answer_in_small_pieces_is_read_whole_and_its_connection_reused() {
+    let (url, connections, _) = scripted(CHUNKED, 3, false).await;
+    let pool = pool_for(&url);
+    for _ in 0..3 {
+        assert_eq!(read_all(&pool).await, "hello world");
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_answer_framed_two_ways_is_read_as_chunked_and_its_connection_never_reused() {
+    // Read by its Content-Length, this answer would leave "hello\r\n0..." to be taken as the
+    // next request's answer.
+    const BOTH: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+    let (url, connections, _) = scripted(BOTH, 7, false).await;
+    let pool = pool_for(&url);
+    assert_eq!(read_all(&pool).await, "hello");
+    assert_eq!(read_all(&pool).await, "hello");
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    assert_eq!(pool.idle_count(), 0);
+}
+
+#[tokio::test]
+async fn differing_content_lengths_fail_the_request_and_close_the_connection() {
+    const TWO: &[u8] =
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 7\r\n\r\nokSMUGGLE";
+    let (url, connections, _) = scripted(TWO, 64, false).await;
+    let pool = pool_for(&url);
+    let error = pool.send(request()).await.unwrap_err();
+    assert!(
+        error.to_string().contains("content-lengths differ"),
+        "{error}"
+    );
+    assert!(pool.send(request()).await.is_err());
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    assert_eq!(pool.idle_count(), 0);
+}
+
+#[tokio::test]
+async fn an_idle_connection_the_upstream_closed_silently_is_not_used() {
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+    let (url, connections, closed) = scripted(OK, 64, true).await;
+    let pool = pool_for(&url);
+    assert_eq!(read_all(&pool).await, "ok");
+    closed.notified().await;
+    // The pool still holds the connection; the request must not be lost on it.
+    assert_eq!(read_all(&pool).await, "ok");
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_body_cut_short_by_the_upstream_is_an_error_not_an_end() {
+    const SHORT: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc";
+    let (url, _, _) = scripted(SHORT, 64, true).await;
+    let pool = pool_for(&url);
+    let body = pool.send(request()).await.unwrap().into_body();
+    let error = body.collect().await.unwrap_err();
+    assert!(
+        error.to_string().contains("before the response ended"),
+        "{error}"
+    );
+    assert_eq!(pool.idle_count(), 0);
 }

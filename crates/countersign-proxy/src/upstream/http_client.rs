@@ -10,16 +10,16 @@ use http::header;
 use http::uri::Scheme;
 use http::{Request, Response, Uri};
 use http_body_util::Full;
-use hyper::body::Incoming;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::{Builder, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tower::Service;
 
+use super::UpstreamBody;
 use super::failure::ClientCertState;
 use super::failure::ConnectFailure;
-use super::http1_pool::{Http1Pool, Lent};
+use super::http1_pool::Http1Pool;
 use super::tls::ClientCertRequests;
 use crate::body::BoxError;
 use crate::config::Upstream;
@@ -103,11 +103,11 @@ impl HttpClient {
     pub async fn send(
         &self,
         request: Request<Full<Bytes>>,
-    ) -> Result<(Response<Incoming>, Option<Lent>), ConnectFailure> {
+    ) -> Result<Response<UpstreamBody>, ConnectFailure> {
         match &self.client {
             Pooled::Plain(pool) => {
-                let (response, lent) = pool.send(request).await.map_err(ConnectFailure::plain)?;
-                Ok((response, Some(lent)))
+                let response = pool.send(request).await.map_err(ConnectFailure::plain)?;
+                Ok(response.map(UpstreamBody::wire))
             }
             Pooled::Tls(tls) => {
                 let mut request = request;
@@ -118,7 +118,7 @@ impl HttpClient {
                     .request(request)
                     .await
                     .map_err(|error| ConnectFailure::tls(error, tls.client_cert()))?;
-                Ok((response, None))
+                Ok(response.map(UpstreamBody::http))
             }
         }
     }

@@ -14,7 +14,9 @@ pub mod bridge;
 mod call;
 mod failure;
 mod health;
+mod http1_conn;
 mod http1_pool;
+mod http1_wire;
 mod http_client;
 mod legacy_sse;
 mod local;
@@ -139,9 +141,9 @@ impl UpstreamClient {
                         })
                     });
                 match sent {
-                    Ok((response, connection)) => {
+                    Ok(response) => {
                         health.reached();
-                        Ok(response.map(|body| UpstreamBody::http(body, connection)))
+                        Ok(response)
                     }
                     Err(error) => {
                         health.failed(&error);

@@ -314,15 +314,21 @@ async fn a_body_without_a_length_is_cut_before_it_passes_the_limit() {
 
 #[tokio::test]
 async fn an_upstream_body_that_fails_mid_stream_reaches_the_client_as_a_broken_body() {
-    // Chunked, one chunk, then half a chunk and the connection closes.
-    let mut cut_short = chunk(b"{\"jsonrpc\":\"2.0\",");
-    cut_short.extend_from_slice(b"40\r\n\"id\":1,");
+    // Chunked: one chunk, which the client receives; then half a chunk and the connection
+    // closes.
+    let first = chunk(b"{\"jsonrpc\":\"2.0\",");
     let mut start = head(None);
-    start.extend_from_slice(&cut_short);
-    let url = scripted_upstream(vec![Step::Write(start)]).await;
+    start.extend_from_slice(&first);
+    let (go, wait) = oneshot::channel();
+    let url = scripted_upstream(vec![
+        Step::Write(start),
+        Step::Wait(wait),
+        Step::Write(b"40\r\n\"id\":1,".to_vec()),
+    ])
+    .await;
 
     let response = relay_call(&url, None).await.expect("headers relayed");
-    let received = client_receives(response).await;
+    let received = client_receives_signalling(response, Some((first.len(), go))).await;
 
     assert_eq!(received.status, 200);
     assert!(!received.complete, "{received:?}");

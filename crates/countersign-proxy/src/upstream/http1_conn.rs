@@ -1,0 +1,212 @@
+//! One HTTP/1.1 connection to a plain upstream, read and written by the task of the request
+//! that holds it, and the response body that reads the rest of its answer.
+//!
+//! While a connection idles in the pool, or a stream waits for its next event, it holds no
+//! buffer: the read buffer is reserved only once the socket is readable, and released when
+//! everything read has been handed on.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame, SizeHint};
+use tokio::net::TcpStream;
+
+use super::http1_pool::Lent;
+use super::http1_wire::{Decoded, Framing, Head, WireError, parse_head};
+use crate::body::BoxError;
+
+/// Bytes reserved for one read: an MCP answer in one, a large one in few.
+const READ_CHUNK: usize = 16 * 1024;
+
+#[derive(Debug)]
+pub(super) struct Connection {
+    stream: TcpStream,
+    /// Read from the socket and not yet handed on.
+    buf: BytesMut,
+}
+
+/// A request could not be written; `unsent` says whether none of it reached the socket, so
+/// that another connection may carry it without sending it twice.
+#[derive(Debug)]
+pub(super) struct WriteFailure {
+    pub(super) error: io::Error,
+    pub(super) unsent: bool,
+}
+
+impl Connection {
+    pub(super) fn new(stream: TcpStream) -> Self {
+        Self {
+            stream,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// Whether the upstream sent more than the answer it was asked for: those bytes would be
+    /// read as the next request's answer, so the connection must not carry one.
+    pub(super) fn has_unasked_bytes(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// Whether this idle connection can no longer carry a request: the upstream closed it,
+    /// or sent bytes nobody asked for. One `recv` that finds nothing when it is open.
+    pub(super) fn is_closed(&self) -> bool {
+        if self.has_unasked_bytes() {
+            return true;
+        }
+        let mut probe = [0u8; 1];
+        !matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
+    pub(super) async fn write_request(&mut self, mut bytes: &[u8]) -> Result<(), WriteFailure> {
+        let mut written = 0;
+        while !bytes.is_empty() {
+            let result = async {
+                self.stream.writable().await?;
+                self.stream.try_write(bytes)
+            }
+            .await;
+            match result {
+                Ok(0) => {
+                    return Err(WriteFailure {
+                        error: io::ErrorKind::WriteZero.into(),
+                        unsent: written == 0,
+                    });
+                }
+                Ok(n) => {
+                    written += n;
+                    bytes = &bytes[n..];
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(error) => {
+                    return Err(WriteFailure {
+                        error,
+                        unsent: written == 0,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads until one whole response head has arrived.
+    pub(super) async fn read_head(&mut self) -> Result<Head, WireError> {
+        loop {
+            if let Some(head) = parse_head(&mut self.buf)? {
+                return Ok(head);
+            }
+            match std::future::poll_fn(|cx| self.poll_fill(cx)).await {
+                Ok(0) => return Err(WireError::Truncated),
+                Ok(_) => {}
+                Err(error) => return Err(WireError::Io(error)),
+            }
+        }
+    }
+
+    /// Reads what the socket has into the buffer; `Ok(0)` at the upstream's close.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        loop {
+            if self.buf.is_empty() {
+                // Drops this buffer's share of an allocation whose bytes were all handed on.
+                self.buf = BytesMut::new();
+            }
+            ready!(self.stream.poll_read_ready(cx))?;
+            self.buf.reserve(READ_CHUNK);
+            match self.stream.try_read_buf(&mut self.buf) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                result => return Poll::Ready(result),
+            }
+        }
+    }
+}
+
+/// The body of a plain upstream's response, read from the connection it arrives on; the
+/// connection goes back to the pool once the body has ended exactly and is closed otherwise.
+#[derive(Debug)]
+pub struct WireBody {
+    connection: Option<Lent>,
+    framing: Framing,
+    reusable: bool,
+}
+
+impl WireBody {
+    pub(super) fn new(connection: Lent, framing: Framing, reusable: bool) -> Self {
+        let mut body = Self {
+            connection: Some(connection),
+            framing,
+            reusable,
+        };
+        if body.framing.is_done() {
+            body.finish();
+        }
+        body
+    }
+
+    fn finish(&mut self) {
+        if let Some(lent) = self.connection.take()
+            && self.reusable
+        {
+            lent.give_back();
+        }
+    }
+
+    fn fail(&mut self, error: impl Into<BoxError>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        // A broken answer leaves the connection in no state to reuse; dropping it closes it.
+        self.connection = None;
+        Poll::Ready(Some(Err(error.into())))
+    }
+}
+
+impl Body for WireBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        loop {
+            let Some(lent) = this.connection.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let connection = lent.connection();
+            match this.framing.decode(&mut connection.buf) {
+                Err(error) => return this.fail(error),
+                Ok(Decoded::Data(data)) => {
+                    if this.framing.is_done() {
+                        this.finish();
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Ok(Decoded::End) => {
+                    this.finish();
+                    return Poll::Ready(None);
+                }
+                Ok(Decoded::More) => match ready!(connection.poll_fill(cx)) {
+                    Ok(0) => {
+                        this.connection = None;
+                        return match this.framing.at_close() {
+                            Ok(()) => Poll::Ready(None),
+                            Err(error) => Poll::Ready(Some(Err(error.into()))),
+                        };
+                    }
+                    Ok(_) => {}
+                    Err(error) => return this.fail(error),
+                },
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.connection.is_none() || self.framing.is_done()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.framing {
+            Framing::Length(remaining) => SizeHint::with_exact(remaining),
+            _ => SizeHint::default(),
+        }
+    }
+}
