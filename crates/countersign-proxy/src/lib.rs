@@ -1,4 +1,5 @@
-//! The gateway's request path: tower layers over hyper, composed in [`stack::gateway_service`]
+//! The gateway's request path: tower layers behind its own HTTP/1.1 server (`downstream`),
+//! composed in [`stack::gateway_service`]
 //! — hardening, the legacy HTTP+SSE client adapter, the per-client request limit, the one
 //! strict parse, identity, classification, approval, audit and the upstream forwarder — plus
 //! the state they share, the upstream client, the SSE relay and the accept loop.
@@ -19,6 +20,7 @@ pub mod clock;
 pub mod config;
 pub mod discovery;
 pub mod display;
+pub mod downstream;
 pub mod edits;
 pub mod error;
 pub mod forward;

@@ -1,4 +1,4 @@
-//! Accept loop: hyper HTTP/1.1 connections with the limits a public listener needs, a cap on
+//! Accept loop: HTTP/1.1 connections (`downstream/`) with the limits a public listener needs, a cap on
 //! open connections, and a graceful drain on shutdown. Each accepted connection is served on one
 //! of the connection workers (`workers.rs`).
 //!
@@ -8,8 +8,8 @@
 //! in arrival order, as soon as another one closes. Accepting it only to refuse would spend an
 //! accept, a write and a close on every excess connection during exactly the overload being
 //! shed, and closing on a request not yet read often reaches the client as a reset rather than
-//! as the refusal. Idle keep-alive connections do not hold the cap for long: hyper closes one
-//! that sends no request head within `limits.header_read_timeout`.
+//! as the refusal. Idle keep-alive connections do not hold the cap for long: a connection that
+//! sends no request head within `limits.header_read_timeout` is closed.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,19 +17,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tower::{Service, ServiceExt};
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use crate::body::ResponseBody;
 use crate::client_limit::PeerAddr;
 use crate::config::{ConnectionLimits, Limits};
+use crate::downstream::{ConnectionSettings, HeadLimits, RequestBody, serve_connection};
 use crate::metrics::{ConnectionGuard, ProxyMetrics};
 use crate::workers::Workers;
 
@@ -54,23 +50,23 @@ pub async fn serve<S>(
     drain: Duration,
 ) -> std::io::Result<()>
 where
-    S: Service<Request<Incoming>, Response = Response<ResponseBody>, Error = Infallible>
+    S: Service<Request<RequestBody>, Response = Response<ResponseBody>, Error = Infallible>
         + Clone
         + Send
         + 'static,
     S::Future: Send + 'static,
 {
     let limits = &settings.limits;
-    let mut builder = http1::Builder::new();
-    // Without a timer hyper silently disables the header read timeout (slowloris), which also
-    // closes keep-alive connections that stay idle that long.
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .max_headers(limits.max_headers.get())
-        .max_buf_size(limits.max_header_bytes.get().max(8192))
-        .keep_alive(true);
-    let graceful = GracefulShutdown::new();
+    let connection_settings = ConnectionSettings {
+        head: HeadLimits {
+            max_headers: limits.max_headers.get(),
+            max_head_bytes: limits.max_header_bytes.get(),
+        },
+        header_read_timeout: limits.header_read_timeout,
+    };
+    // Every connection holds a receiver: `true` asks idle ones to close, and the sender's
+    // `closed()` is the end of the drain.
+    let (stop, stopping) = watch::channel(false);
     let mut slots = ConnectionSlots::new(&settings.connections, settings.metrics.clone());
     tokio::pin!(shutdown);
 
@@ -97,18 +93,13 @@ where
                 };
                 let _ = stream.set_nodelay(true);
                 // Every request learns which peer it came from: the per-client limit keys on it.
-                let service = service.clone().map_request(move |mut request: Request<Incoming>| {
+                let service = service.clone().map_request(move |mut request: Request<RequestBody>| {
                     request.extensions_mut().insert(PeerAddr(peer));
                     request
                 });
-                let builder = builder.clone();
-                let watcher = graceful.watcher();
+                let stopping = stopping.clone();
                 workers.spawn_connection(stream, move |stream| async move {
-                    let connection = builder
-                        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
-                    if let Err(error) = watcher.watch(connection).await {
-                        debug!(%peer, %error, "connection ended with an error");
-                    }
+                    serve_connection(stream, service, connection_settings, stopping).await;
                     drop(slot);
                 });
             }
@@ -116,11 +107,10 @@ where
         }
     }
     drop(listener);
-    info!(in_flight = graceful.count(), "draining connections");
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    drop(stopping);
+    let _ = stop.send(true);
+    info!(in_flight = stop.receiver_count(), "draining connections");
+    if tokio::time::timeout(drain, stop.closed()).await.is_err() {
         warn!(
             ?drain,
             "drain deadline passed; closing remaining connections"

@@ -1,9 +1,9 @@
 //! HTTP hardening: the checks every request passes before its body is read.
 //!
-//! hyper is lenient in ways a security boundary must not be: it accepts absolute-form targets,
-//! missing and duplicate `Host`, duplicate equal `Content-Length`, underscore header names and
-//! `Upgrade` requests, and it resolves `Content-Length` + `Transfer-Encoding` silently. This layer
-//! refuses all of them, routes by exact path, and enforces the `Host` and `Origin` allowlists
+//! HTTP/1.1 servers (the gateway's own, `downstream/`, as hyper's before it) accept what a
+//! security boundary must not: absolute-form targets, missing and duplicate `Host`, duplicate
+//! equal `Content-Length`, underscore header names and `Upgrade` requests, and they resolve
+//! `Content-Length` + `Transfer-Encoding` by dropping the length. This layer refuses all of them, routes by exact path, and enforces the `Host` and `Origin` allowlists
 //! (DNS-rebinding protection). Refusals are HTTP responses carrying a JSON-RPC error, never
 //! errors of the service.
 //!

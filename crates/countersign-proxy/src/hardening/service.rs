@@ -226,7 +226,7 @@ fn check_framing(headers: &HeaderMap) -> Result<(), ProxyError> {
     if headers.contains_key(header::UPGRADE) || connection_upgrade {
         return Err(ProxyError::UpgradeRefused);
     }
-    // hyper drops Content-Length when Transfer-Encoding is present, so CL+TE cannot be told
+    // The server drops Content-Length when Transfer-Encoding is present, so CL+TE cannot be told
     // apart from plain chunked here. MCP clients always send Content-Length, so refusing every
     // Transfer-Encoding closes the whole smuggling class at no cost to them.
     if headers.contains_key(header::TRANSFER_ENCODING) {
@@ -255,7 +255,7 @@ fn check_post_body_headers(headers: &HeaderMap, max_body_bytes: usize) -> Result
             .ok()
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| {
-                ProxyError::Internal("hyper accepted an invalid Content-Length".into())
+                ProxyError::Internal("the server accepted an invalid Content-Length".into())
             })?;
         if length > max_body_bytes as u64 {
             return Err(ProxyError::BodyTooLarge {

@@ -1,0 +1,190 @@
+//! A client's request head, parsed with `httparse`: the request without its body, how the body
+//! is framed, and whether the connection may carry another request after it.
+//!
+//! The framing is strict where a lenient reading would let the request be read two ways
+//! (RFC 9112 §6.3): differing or malformed `Content-Length`s end the connection with 400; with
+//! `Transfer-Encoding` the `Content-Length` is dropped (it never frames anything), the body is
+//! not read at all, and the connection closes after the answer, which the hardening layer makes
+//! a refusal.
+
+use std::mem::MaybeUninit;
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
+
+/// Header slots on the stack; a `max_headers` above this parses into a heap array.
+const STACK_HEADERS: usize = 128;
+
+/// A request head the server refuses; the connection closes after the answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HeadError {
+    #[error("malformed request head: {0}")]
+    Malformed(&'static str),
+    #[error("request head larger than the limit")]
+    TooLarge,
+    #[error("more header fields than the limit")]
+    TooManyHeaders,
+    #[error("unsupported expectation")]
+    Expectation,
+}
+
+impl HeadError {
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            HeadError::Malformed(_) => StatusCode::BAD_REQUEST,
+            HeadError::TooLarge | HeadError::TooManyHeaders => {
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+            }
+            HeadError::Expectation => StatusCode::EXPECTATION_FAILED,
+        }
+    }
+}
+
+/// How a request's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyFraming {
+    /// Exactly this many bytes follow the head.
+    Length(u64),
+    /// A `Transfer-Encoding` body: never read, and the connection is not reused after it.
+    Refused,
+}
+
+#[derive(Debug)]
+pub(crate) struct RequestHead {
+    pub(crate) request: Request<()>,
+    pub(crate) framing: BodyFraming,
+    /// The client allows another request on this connection (HTTP/1.1 without
+    /// `Connection: close`, or HTTP/1.0 with `Connection: keep-alive`).
+    pub(crate) keep_alive: bool,
+    /// The client waits for `100 Continue` before sending the body.
+    pub(crate) expect_continue: bool,
+}
+
+/// The limits a request head is parsed under.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeadLimits {
+    pub(crate) max_headers: usize,
+    pub(crate) max_head_bytes: usize,
+}
+
+/// Parses one request head from the front of `buf`, consuming it. `Ok(None)`: more bytes are
+/// needed. Blank lines before a request line are skipped (RFC 9112 §2.2).
+pub(crate) fn parse_request_head(
+    buf: &mut BytesMut,
+    limits: HeadLimits,
+) -> Result<Option<RequestHead>, HeadError> {
+    let blank = buf
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .count();
+    buf.advance(blank);
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    let mut stack = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let slots: &mut [MaybeUninit<httparse::Header<'_>>] = if limits.max_headers <= STACK_HEADERS {
+        &mut stack[..limits.max_headers]
+    } else {
+        heap.resize_with(limits.max_headers, MaybeUninit::uninit);
+        &mut heap
+    };
+    let mut parsed = httparse::Request::new(&mut []);
+    let length = match parsed.parse_with_uninit_headers(buf, slots) {
+        Ok(httparse::Status::Complete(length)) if length > limits.max_head_bytes => {
+            return Err(HeadError::TooLarge);
+        }
+        Ok(httparse::Status::Complete(length)) => length,
+        Ok(httparse::Status::Partial) if buf.len() > limits.max_head_bytes => {
+            return Err(HeadError::TooLarge);
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
+        Err(_) => return Err(HeadError::Malformed("request line or header syntax")),
+    };
+    let method = Method::from_bytes(parsed.method.unwrap_or_default().as_bytes())
+        .map_err(|_| HeadError::Malformed("method"))?;
+    let uri: Uri = parsed
+        .path
+        .unwrap_or_default()
+        .parse()
+        .map_err(|_| HeadError::Malformed("request target"))?;
+    let version = match parsed.version {
+        Some(0) => Version::HTTP_10,
+        _ => Version::HTTP_11,
+    };
+    // One copy of the head, sized to it, that every header value shares: the values borrow
+    // nothing from the read buffer, so a long-lived request does not keep that buffer alive.
+    let base = buf.as_ptr() as usize;
+    let head = Bytes::copy_from_slice(&buf[..length]);
+    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+    for header in parsed.headers.iter() {
+        let name = HeaderName::from_bytes(header.name.as_bytes())
+            .map_err(|_| HeadError::Malformed("header name"))?;
+        let start = header.value.as_ptr() as usize - base;
+        let value = HeaderValue::from_maybe_shared(head.slice(start..start + header.value.len()))
+            .map_err(|_| HeadError::Malformed("header value"))?;
+        headers.append(name, value);
+    }
+    buf.advance(length);
+
+    let framing = body_framing(&mut headers)?;
+    let keep_alive = match version {
+        Version::HTTP_10 => has_token(&headers, "keep-alive"),
+        _ => !has_token(&headers, "close"),
+    } && framing != BodyFraming::Refused;
+    let expect_continue = match headers.get(EXPECT) {
+        None => false,
+        Some(value) if value.as_bytes().eq_ignore_ascii_case(b"100-continue") => {
+            version == Version::HTTP_11
+        }
+        Some(_) => return Err(HeadError::Expectation),
+    };
+    let mut request = Request::new(());
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.version_mut() = version;
+    *request.headers_mut() = headers;
+    Ok(Some(RequestHead {
+        request,
+        framing,
+        keep_alive,
+        expect_continue,
+    }))
+}
+
+fn body_framing(headers: &mut HeaderMap) -> Result<BodyFraming, HeadError> {
+    if headers.contains_key(TRANSFER_ENCODING) {
+        // RFC 9112 §6.3: Transfer-Encoding overrides Content-Length, which a proxy must remove.
+        headers.remove(CONTENT_LENGTH);
+        return Ok(BodyFraming::Refused);
+    }
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        let value = value.as_bytes();
+        if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+            return Err(HeadError::Malformed("content-length is not a number"));
+        }
+        let parsed: u64 = std::str::from_utf8(value)
+            .ok()
+            .and_then(|digits| digits.parse().ok())
+            .ok_or(HeadError::Malformed("content-length is too large"))?;
+        if length.is_some_and(|seen| seen != parsed) {
+            return Err(HeadError::Malformed("content-lengths differ"));
+        }
+        length = Some(parsed);
+    }
+    Ok(BodyFraming::Length(length.unwrap_or(0)))
+}
+
+/// Whether a `Connection` field lists `token`.
+pub(crate) fn has_token(headers: &HeaderMap, token: &str) -> bool {
+    headers.get_all(CONNECTION).iter().any(|value| {
+        value.to_str().is_ok_and(|value| {
+            value
+                .split(',')
+                .any(|part| part.trim().eq_ignore_ascii_case(token))
+        })
+    })
+}
