@@ -37,6 +37,7 @@ pub mod parse;
 pub mod relay;
 pub mod route;
 pub mod server;
+mod socket;
 pub mod stack;
 pub mod state;
 pub mod trace;

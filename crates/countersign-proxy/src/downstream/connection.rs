@@ -26,6 +26,7 @@ use super::head::{BodyFraming, HeadError, HeadLimits, RequestHead, has_token, pa
 use super::request_body::RequestBody;
 use super::response::{ResponseFraming, choose_framing, encode_head, refusal};
 use crate::body::ResponseBody;
+use crate::socket::read_draining;
 
 /// Bytes reserved for one read of request heads.
 const READ_CHUNK: usize = 8 * 1024;
@@ -202,7 +203,7 @@ impl Connection {
             self.release_if_empty();
             self.stream.readable().await?;
             self.buf.reserve(READ_CHUNK);
-            match self.stream.try_read_buf(&mut self.buf) {
+            match read_draining(&self.stream, &mut self.buf, usize::MAX) {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 result => return result,
             }

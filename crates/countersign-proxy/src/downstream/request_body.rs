@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::net::TcpStream;
 
 use crate::body::BoxError;
+use crate::socket::read_draining;
 
 /// Bytes read from the socket at once.
 const READ_CHUNK: usize = 16 * 1024;
@@ -40,8 +41,8 @@ pub struct RequestBody {
     /// Bytes of `100 Continue` still to write before the first read.
     continue_left: usize,
     refused: bool,
-    /// Set once the body has been read to its exact end: only then may the connection read the
-    /// next request.
+    /// Set once every byte of the body is off the socket: only then may the connection read
+    /// the next request.
     complete: Arc<AtomicBool>,
 }
 
@@ -67,7 +68,9 @@ impl RequestBody {
             refused: false,
             complete,
         };
-        if body.is_end_stream() {
+        // Everything already taken off the socket: whether or not anyone reads it, nothing of
+        // it can be read as the next request.
+        if remaining == 0 {
             body.complete.store(true, Ordering::Release);
         }
         body
@@ -153,7 +156,7 @@ impl Body for RequestBody {
             let want = usize::try_from(this.remaining).map_or(READ_CHUNK, |n| n.min(READ_CHUNK));
             let mut chunk = BytesMut::with_capacity(want);
             // Never past the body's end: what follows it is the next request's, or nobody's.
-            match stream.try_read_buf(&mut (&mut chunk).limit(want)) {
+            match read_draining(&stream, &mut chunk, want) {
                 Ok(0) => return this.fail(RequestBodyError::Truncated),
                 Ok(n) => {
                     this.remaining -= n as u64;

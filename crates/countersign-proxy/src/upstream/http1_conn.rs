@@ -7,7 +7,8 @@
 
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
@@ -19,6 +20,10 @@ use crate::body::BoxError;
 
 /// Bytes reserved for one read: an MCP answer in one, a large one in few.
 const READ_CHUNK: usize = 16 * 1024;
+
+/// How long an idle connection's readiness is trusted to show the upstream's close; see
+/// [`Connection::is_closed`].
+pub(super) const TRUST_READINESS_FOR: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub(super) struct Connection {
@@ -49,11 +54,24 @@ impl Connection {
         !self.buf.is_empty()
     }
 
-    /// Whether this idle connection can no longer carry a request: the upstream closed it,
-    /// or sent bytes nobody asked for. One `recv` that finds nothing when it is open.
-    pub(super) fn is_closed(&self) -> bool {
+    /// Whether this idle connection, idle for `idle_for`, can no longer carry a request: the
+    /// upstream closed it, or sent bytes nobody asked for.
+    ///
+    /// The read that ended its last answer drained the socket and cleared its readiness
+    /// (`poll_fill`), so while the event loop has seen nothing since, the socket is as it was
+    /// left and no system call is needed. That is trusted only for a connection idle less than
+    /// [`TRUST_READINESS_FOR`]: an upstream's close may arrive between two turns of a busy event
+    /// loop, and upstreams close idle connections after seconds (Node and uvicorn after 5),
+    /// not within one. Otherwise one `recv` that finds nothing when it is open.
+    pub(super) fn is_closed(&self, idle_for: Duration) -> bool {
         if self.has_unasked_bytes() {
             return true;
+        }
+        if idle_for < TRUST_READINESS_FOR {
+            let mut context = Context::from_waker(Waker::noop());
+            if self.stream.poll_read_ready(&mut context).is_pending() {
+                return false;
+            }
         }
         let mut probe = [0u8; 1];
         !matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
@@ -113,7 +131,8 @@ impl Connection {
             }
             ready!(self.stream.poll_read_ready(cx))?;
             self.buf.reserve(READ_CHUNK);
-            match self.stream.try_read_buf(&mut self.buf) {
+            // A short read clears the readiness: `is_closed` then needs no system call.
+            match crate::socket::read_draining(&self.stream, &mut self.buf, usize::MAX) {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 result => return Poll::Ready(result),
             }

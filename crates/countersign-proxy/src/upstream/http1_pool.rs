@@ -179,8 +179,8 @@ impl Http1Pool {
         let mut lists = self.shared.idle.lock().unwrap_or_else(|p| p.into_inner());
         let idle = worker_list(&mut lists, worker);
         expire(idle, now);
-        while let Some(Idle { connection, .. }) = idle.pop() {
-            if !connection.is_closed() {
+        while let Some(Idle { connection, since }) = idle.pop() {
+            if !connection.is_closed(now.saturating_duration_since(since)) {
                 return Some(connection);
             }
         }
