@@ -105,8 +105,21 @@ pub struct CatalogLabels {
     pub upstream: String,
 }
 
+/// The gateway's metric families. Cloned into every layer and into requests' futures, so a
+/// clone is one reference count, not one per family.
 #[derive(Debug, Clone)]
-pub struct ProxyMetrics {
+pub struct ProxyMetrics(Arc<Families>);
+
+impl std::ops::Deref for ProxyMetrics {
+    type Target = Families;
+
+    fn deref(&self) -> &Families {
+        &self.0
+    }
+}
+
+#[derive(Debug)]
+pub struct Families {
     requests: Family<RequestLabels, Counter>,
     limit_hits: Family<LimitLabels, Counter>,
     rate_store_fallbacks: Family<RateStoreLabels, Counter>,
@@ -241,7 +254,7 @@ impl ProxyMetrics {
             "Gated calls refused by the approval gate (bad or replayed token, not approved, rate limited…), by upstream and refusal code",
             refusals.clone(),
         );
-        Self {
+        Self(Arc::new(Families {
             requests,
             decisions,
             refusals,
@@ -260,7 +273,7 @@ impl ProxyMetrics {
             instances,
             instance_starts,
             instance_exits,
-        }
+        }))
     }
 
     /// Metrics that go nowhere, for tests and tools that do not expose `/metrics`.

@@ -120,8 +120,7 @@ pub(crate) fn parse_request_head(
     let head = Bytes::copy_from_slice(&buf[..length]);
     let mut headers = HeaderMap::with_capacity(parsed.headers.len());
     for header in parsed.headers.iter() {
-        let name = HeaderName::from_bytes(header.name.as_bytes())
-            .map_err(|_| HeadError::Malformed("header name"))?;
+        let name = header_name(header.name.as_bytes())?;
         let start = header.value.as_ptr() as usize - base;
         let value = HeaderValue::from_maybe_shared(head.slice(start..start + header.value.len()))
             .map_err(|_| HeadError::Malformed("header value"))?;
@@ -152,6 +151,27 @@ pub(crate) fn parse_request_head(
         keep_alive,
         expect_continue,
     }))
+}
+
+/// The fields MCP clients send that are not among `http`'s standard names, which
+/// `HeaderName::from_bytes` would copy into an allocation of their own on every request.
+const MCP_FIELDS: [HeaderName; 6] = [
+    crate::wire::MCP_PROTOCOL_VERSION,
+    crate::wire::MCP_METHOD,
+    crate::wire::MCP_NAME,
+    HeaderName::from_static("mcp-session-id"),
+    HeaderName::from_static("last-event-id"),
+    HeaderName::from_static("traceparent"),
+];
+
+fn header_name(name: &[u8]) -> Result<HeaderName, HeadError> {
+    if let Some(known) = MCP_FIELDS
+        .iter()
+        .find(|known| known.as_str().as_bytes().eq_ignore_ascii_case(name))
+    {
+        return Ok(known.clone());
+    }
+    HeaderName::from_bytes(name).map_err(|_| HeadError::Malformed("header name"))
 }
 
 fn body_framing(headers: &mut HeaderMap) -> Result<BodyFraming, HeadError> {
