@@ -193,6 +193,12 @@ async fn read_answer(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Answer
     Some(Answer { status, head, body })
 }
 
+/// Sends `request` on `stream` and reads its answer.
+async fn exchange(stream: &mut TcpStream, buf: &mut Vec<u8>, request: &str) -> Answer {
+    stream.write_all(request.as_bytes()).await.unwrap();
+    read_answer(stream, buf).await.expect("an answer")
+}
+
 fn header(lower_head: &str, name: &str) -> Option<String> {
     lower_head.lines().find_map(|line| {
         let (n, v) = line.split_once(':')?;
@@ -244,11 +250,7 @@ async fn requests_one_after_another_and_pipelined_share_one_connection() {
     let h = start(WAIT).await;
     let mut stream = TcpStream::connect(h.addr).await.unwrap();
     let mut buf = Vec::new();
-    stream
-        .write_all(post("/echo", "{\"a\":1}", "").as_bytes())
-        .await
-        .unwrap();
-    let first = read_answer(&mut stream, &mut buf).await.unwrap();
+    let first = exchange(&mut stream, &mut buf, &post("/echo", "{\"a\":1}", "")).await;
     assert_eq!(
         (first.status, first.body.as_slice()),
         (200, &b"{\"a\":1}"[..])
@@ -320,17 +322,9 @@ async fn a_body_the_service_leaves_unread_is_never_read_as_a_request() {
     // Arrived with its head: it is off the socket, and the connection serves on after it.
     let mut stream = TcpStream::connect(h.addr).await.unwrap();
     let mut buf = Vec::new();
-    stream
-        .write_all(post("/ignore", smuggled, "").as_bytes())
-        .await
-        .unwrap();
-    let answer = read_answer(&mut stream, &mut buf).await.unwrap();
+    let answer = exchange(&mut stream, &mut buf, &post("/ignore", smuggled, "")).await;
     assert_eq!(answer.body, b"ignored");
-    stream
-        .write_all(post("/echo", "next", "").as_bytes())
-        .await
-        .unwrap();
-    let next = read_answer(&mut stream, &mut buf).await.unwrap();
+    let next = exchange(&mut stream, &mut buf, &post("/echo", "next", "")).await;
     assert_eq!(next.body, b"next");
     // Still to come when the answer is written: the connection ends instead of reading it.
     let mut stream = TcpStream::connect(h.addr).await.unwrap();
@@ -430,11 +424,7 @@ async fn a_stream_goes_out_chunk_by_chunk_and_the_connection_serves_on() {
     drop(send);
     let answer = read_answer(&mut stream, &mut buf).await.unwrap();
     assert_eq!(answer.body, b"event: one\n\nevent: two\n\n");
-    stream
-        .write_all(post("/echo", "after", "").as_bytes())
-        .await
-        .unwrap();
-    let next = read_answer(&mut stream, &mut buf).await.unwrap();
+    let next = exchange(&mut stream, &mut buf, &post("/echo", "after", "")).await;
     assert_eq!(next.body, b"after");
 }
 
