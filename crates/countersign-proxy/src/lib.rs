@@ -28,6 +28,7 @@ pub mod future;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hardening;
+mod http_fields;
 pub mod identity;
 pub mod legacy_clients;
 pub mod limits;

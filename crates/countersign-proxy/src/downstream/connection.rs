@@ -7,7 +7,7 @@
 
 use std::convert::Infallible;
 use std::future::poll_fn;
-use std::io;
+use std::io::{self, Write as _};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,10 +22,11 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tower::{Service, ServiceExt};
 
-use super::head::{BodyFraming, HeadError, HeadLimits, RequestHead, has_token, parse_request_head};
+use super::head::{BodyFraming, HeadError, HeadLimits, RequestHead, parse_request_head};
 use super::request_body::RequestBody;
 use super::response::{ResponseFraming, choose_framing, encode_head, refusal};
 use crate::body::ResponseBody;
+use crate::http_fields::has_connection_token;
 use crate::socket::read_draining;
 
 /// Bytes reserved for one read of request heads.
@@ -120,7 +121,7 @@ pub(crate) async fn serve_connection<S>(
         let keep_alive = keep_alive
             && complete.load(Ordering::Acquire)
             && !*shutdown.borrow()
-            && !has_token(response.headers(), "close");
+            && !has_connection_token(response.headers(), "close");
         let written = connection
             .write_response(response, &method, version, keep_alive, &complete)
             .await;
@@ -277,7 +278,8 @@ impl Connection {
                 return Err(io::Error::other("response body longer than its length"));
             }
             if framing == ResponseFraming::Chunked {
-                out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                // Writing into a Vec cannot fail.
+                let _ = write!(out, "{:x}\r\n", data.len());
             }
             if data.len() >= DIRECT_WRITE {
                 self.write_all(&out).await?;

@@ -10,8 +10,10 @@
 use std::mem::MaybeUninit;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, TRANSFER_ENCODING};
+use http::header::{CONTENT_LENGTH, EXPECT, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
+
+use crate::http_fields::{content_length, has_connection_token};
 
 /// Header slots on the stack; a `max_headers` above this parses into a heap array.
 const STACK_HEADERS: usize = 128;
@@ -130,8 +132,8 @@ pub(crate) fn parse_request_head(
 
     let framing = body_framing(&mut headers)?;
     let keep_alive = match version {
-        Version::HTTP_10 => has_token(&headers, "keep-alive"),
-        _ => !has_token(&headers, "close"),
+        Version::HTTP_10 => has_connection_token(&headers, "keep-alive"),
+        _ => !has_connection_token(&headers, "close"),
     } && framing != BodyFraming::Refused;
     let expect_continue = match headers.get(EXPECT) {
         None => false,
@@ -180,31 +182,6 @@ fn body_framing(headers: &mut HeaderMap) -> Result<BodyFraming, HeadError> {
         headers.remove(CONTENT_LENGTH);
         return Ok(BodyFraming::Refused);
     }
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        let value = value.as_bytes();
-        if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
-            return Err(HeadError::Malformed("content-length is not a number"));
-        }
-        let parsed: u64 = std::str::from_utf8(value)
-            .ok()
-            .and_then(|digits| digits.parse().ok())
-            .ok_or(HeadError::Malformed("content-length is too large"))?;
-        if length.is_some_and(|seen| seen != parsed) {
-            return Err(HeadError::Malformed("content-lengths differ"));
-        }
-        length = Some(parsed);
-    }
+    let length = content_length(headers).map_err(HeadError::Malformed)?;
     Ok(BodyFraming::Length(length.unwrap_or(0)))
-}
-
-/// Whether a `Connection` field lists `token`.
-pub(crate) fn has_token(headers: &HeaderMap, token: &str) -> bool {
-    headers.get_all(CONNECTION).iter().any(|value| {
-        value.to_str().is_ok_and(|value| {
-            value
-                .split(',')
-                .any(|part| part.trim().eq_ignore_ascii_case(token))
-        })
-    })
 }

@@ -35,6 +35,28 @@ struct Harness {
     stop: watch::Sender<bool>,
 }
 
+impl Harness {
+    /// The targets the service was handed, in order.
+    fn seen_targets(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.target.clone())
+            .collect()
+    }
+
+    /// The bodies the service read (or why it could not), in order.
+    fn seen_bodies(&self) -> Vec<Result<Vec<u8>, String>> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.body.clone())
+            .collect()
+    }
+}
+
 fn settings(header_read_timeout: Duration) -> ConnectionSettings {
     ConnectionSettings {
         head: HeadLimits {
@@ -265,13 +287,7 @@ async fn requests_one_after_another_and_pipelined_share_one_connection() {
         (a.body.as_slice(), b.body.as_slice()),
         (&b"one"[..], &b"second"[..])
     );
-    let bodies: Vec<_> = h
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| s.body.clone())
-        .collect();
+    let bodies = h.seen_bodies();
     assert_eq!(
         bodies,
         vec![
@@ -336,13 +352,7 @@ async fn a_body_the_service_leaves_unread_is_never_read_as_a_request() {
     assert!(answer.head.contains("connection: close"), "{}", answer.head);
     let _ = stream.write_all(body.as_bytes()).await;
     assert!(closes(&mut stream).await);
-    let targets: Vec<_> = h
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| s.target.clone())
-        .collect();
+    let targets = h.seen_targets();
     assert_eq!(targets, vec!["/ignore", "/echo", "/ignore"]);
 }
 

@@ -9,6 +9,7 @@ use crate::body::ResponseBody;
 use crate::config::{HostPolicy, OriginPolicy};
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
+use crate::http_fields::has_connection_token;
 use crate::metrics::ProxyMetrics;
 use crate::route::{LegacyEndpoint, Route};
 
@@ -217,13 +218,7 @@ fn check_framing(headers: &HeaderMap) -> Result<(), ProxyError> {
     if let Some(name) = headers.keys().find(|name| name.as_str().contains('_')) {
         return Err(ProxyError::UnderscoreHeader(name.as_str().to_owned()));
     }
-    let connection_upgrade = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
-    if headers.contains_key(header::UPGRADE) || connection_upgrade {
+    if headers.contains_key(header::UPGRADE) || has_connection_token(headers, "upgrade") {
         return Err(ProxyError::UpgradeRefused);
     }
     // The server drops Content-Length when Transfer-Encoding is present, so CL+TE cannot be told

@@ -13,8 +13,10 @@
 //! is an error. A connection goes back to the pool only after its framing ended exactly.
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Version};
+
+use crate::http_fields::{content_length, has_connection_token};
 
 /// A response head larger than this is refused (hyper's client allowed about 400 KiB of
 /// buffer; MCP heads are a few hundred bytes).
@@ -114,10 +116,7 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> 
         let http10 = parsed.version == Some(0);
         buf.advance(length);
         let (framing, exact) = framing(status, &map)?;
-        let close = map
-            .get_all(CONNECTION)
-            .iter()
-            .any(|value| has_token(value, "close"));
+        let close = has_connection_token(&map, "close");
         let mut response = Response::new(());
         *response.status_mut() = status;
         *response.version_mut() = if http10 {
@@ -140,7 +139,6 @@ fn framing(status: StatusCode, headers: &HeaderMap) -> Result<(Framing, bool), W
     if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         return Ok((Framing::Length(0), true));
     }
-    let lengths = headers.get_all(CONTENT_LENGTH);
     if headers.contains_key(TRANSFER_ENCODING) {
         let mut last = None;
         for value in headers.get_all(TRANSFER_ENCODING) {
@@ -150,7 +148,7 @@ fn framing(status: StatusCode, headers: &HeaderMap) -> Result<(Framing, bool), W
             let mut codings = value.split(',').map(str::trim);
             last = codings.rfind(|coding| !coding.is_empty()).or(last);
         }
-        let also_length = lengths.iter().next().is_some();
+        let also_length = headers.contains_key(CONTENT_LENGTH);
         return Ok(match last {
             Some(coding) if coding.eq_ignore_ascii_case("chunked") => {
                 (Framing::chunked(), !also_length)
@@ -158,33 +156,10 @@ fn framing(status: StatusCode, headers: &HeaderMap) -> Result<(Framing, bool), W
             _ => (Framing::UntilClose, false),
         });
     }
-    let mut length = None;
-    for value in lengths {
-        for part in value.to_str().unwrap_or("x").split(',') {
-            let part = part.trim();
-            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(WireError::Framing("content-length is not a number"));
-            }
-            let parsed: u64 = part
-                .parse()
-                .map_err(|_| WireError::Framing("content-length is too large"))?;
-            if length.is_some_and(|seen| seen != parsed) {
-                return Err(WireError::Framing("content-lengths differ"));
-            }
-            length = Some(parsed);
-        }
-    }
+    let length = content_length(headers).map_err(WireError::Framing)?;
     Ok(match length {
         Some(length) => (Framing::Length(length), true),
         None => (Framing::UntilClose, false),
-    })
-}
-
-fn has_token(value: &HeaderValue, token: &str) -> bool {
-    value.to_str().is_ok_and(|value| {
-        value
-            .split(',')
-            .any(|part| part.trim().eq_ignore_ascii_case(token))
     })
 }
 
