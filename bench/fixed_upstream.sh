@@ -1,8 +1,23 @@
-# Sourced by bench/profile.sh, bench/instructions.sh, bench/approval-cpu.sh and bench/yardstick.sh:
-# free ports, the benchmark upstream (one nginx worker answering POST /mcp with
-# bench/upstream_response.json), as bench/run.sh's `direct` target, and stopping what a script
-# started. Expects BENCH (the bench directory) and WORK (a scratch directory; begin_run makes
+# Sourced by bench/profile.sh, bench/instructions.sh, bench/syscalls.sh, bench/approval-cpu.sh and
+# bench/yardstick.sh: installing what a script lacks, free ports, the benchmark upstream (one
+# nginx worker answering POST /mcp with bench/upstream_response.json), as bench/run.sh's
+# `direct` target, and stopping what a script started. Expects BENCH (the bench directory) and WORK (a scratch directory; begin_run makes
 # one).
+
+# install_missing TOOL=PACKAGE...: installs from Debian the package of each tool that is not on
+# PATH (nor in /usr/sbin, where nginx lives).
+install_missing() {
+    local pair tool missing=() sudo=""
+    for pair in "$@"; do
+        tool=${pair%%=*}
+        command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] || missing+=("${pair#*=}")
+    done
+    ((${#missing[@]})) || return 0
+    printf 'installing %s\n' "${missing[*]}" >&2
+    [[ $(id -u) -eq 0 ]] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
 
 # begin_run NAME: a scratch directory in WORK, an empty PIDS, and traps that stop everything
 # started and remove WORK however the script ends.

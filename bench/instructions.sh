@@ -23,17 +23,9 @@ SECONDS_PER_PATH=${INSTR_SECONDS:-10}
 log() { printf '[instructions] %s\n' "$*" >&2; }
 die() { printf '[instructions] error: %s\n' "$*" >&2; exit 1; }
 
-missing=()
-command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
-command -v wrk >/dev/null || missing+=(wrk)
-command -v valgrind >/dev/null || missing+=(valgrind)
-command -v redis-server >/dev/null || missing+=(redis-server)
-if ((${#missing[@]})); then
-    log "installing ${missing[*]}"
-    SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=bench/fixed_upstream.sh
+. "$BENCH/fixed_upstream.sh"
+install_missing nginx=nginx wrk=wrk valgrind=valgrind redis-server=redis-server
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
     (cd "$ROOT" && cargo build --release --bin countersign --quiet)
@@ -41,8 +33,6 @@ fi
 GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/release/countersign}
 [[ -x $GATEWAY_BIN ]] || die "no gateway binary at $GATEWAY_BIN"
 
-# shellcheck source=bench/fixed_upstream.sh
-. "$BENCH/fixed_upstream.sh"
 begin_run instructions
 UP=$(port); GW=$(port); REDIS=$(port)
 start_fixed_upstream "$NGINX" "$UP"

@@ -21,16 +21,9 @@ SECONDS_TO_COUNT=${SYSCALLS_SECONDS:-4}
 
 log() { printf '[syscalls] %s\n' "$*" >&2; }
 
-missing=()
-command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
-command -v wrk >/dev/null || missing+=(wrk)
-command -v strace >/dev/null || missing+=(strace)
-if ((${#missing[@]})); then
-    log "installing ${missing[*]}"
-    SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=bench/fixed_upstream.sh
+. "$BENCH/fixed_upstream.sh"
+install_missing nginx=nginx wrk=wrk strace=strace
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
     if [[ $TARGET == gateway ]]; then
@@ -40,8 +33,6 @@ if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
     fi
 fi
 
-# shellcheck source=bench/fixed_upstream.sh
-. "$BENCH/fixed_upstream.sh"
 begin_run syscalls
 UP=$(port); PROXY=$(port)
 start_fixed_upstream "$NGINX" "$UP"
