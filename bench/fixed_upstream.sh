@@ -1,8 +1,8 @@
 # Sourced by bench/profile.sh, bench/instructions.sh, bench/syscalls.sh, bench/approval-cpu.sh and
 # bench/yardstick.sh: installing what a script lacks, free ports, the benchmark upstream (one
 # nginx worker answering POST /mcp with bench/upstream_response.json), as bench/run.sh's
-# `direct` target, and stopping what a script started. Expects BENCH (the bench directory) and WORK (a scratch directory; begin_run makes
-# one).
+# `direct` target, and stopping what a script started. Expects BENCH (the bench directory) and
+# WORK (a scratch directory; begin_run makes one).
 
 # install_missing TOOL=PACKAGE...: installs from Debian the package of each tool that is not on
 # PATH (nor in /usr/sbin, where nginx lives).
