@@ -1,7 +1,8 @@
 //! Prometheus metrics of the request path. Label values are `&'static str` so recording a request
 //! never allocates.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -136,7 +137,7 @@ pub struct Families {
     instances: Family<UpstreamLabels, Gauge>,
     instance_starts: Family<InstanceStartLabels, Counter>,
     instance_exits: Family<InstanceExitLabels, Counter>,
-    decisions: Family<DecisionLabels, Counter>,
+    decisions: DecisionCounters,
     refusals: Family<RefusalLabels, Counter>,
 }
 
@@ -256,7 +257,7 @@ impl ProxyMetrics {
         );
         Self(Arc::new(Families {
             requests,
-            decisions,
+            decisions: DecisionCounters::new(decisions),
             refusals,
             limit_hits,
             rate_store_fallbacks,
@@ -317,15 +318,9 @@ impl ProxyMetrics {
                 })
                 .inc();
         } else if event == "decision" {
+            let channel = channel.unwrap_or("none");
             self.decisions
-                .get_or_create(&DecisionLabels {
-                    upstream: upstream.to_owned(),
-                    action: action.to_owned(),
-                    channel: channel.unwrap_or("none").to_owned(),
-                    rule: rule.to_owned(),
-                    decision: outcome.to_owned(),
-                })
-                .inc();
+                .inc([upstream, action, channel, rule, outcome]);
         }
     }
 
@@ -503,3 +498,121 @@ pub fn method_label(method: &str) -> &'static str {
 
 /// Shared so the app can hand one registry to the admin listener.
 pub type SharedRegistry = Arc<Registry>;
+
+/// The counters of [`DecisionLabels`] already created, found from borrowed label values: the
+/// family's `get_or_create` takes owned labels, which cost five `String`s on every gated call.
+/// A counter is a shared handle, so one incremented here counts in the exported family.
+#[derive(Debug)]
+struct DecisionCounters {
+    family: Family<DecisionLabels, Counter>,
+    /// By a hash of the label values; a bucket holds every label set of that hash.
+    known: RwLock<HashMap<u64, Vec<(DecisionLabels, Counter)>>>,
+}
+
+impl DecisionCounters {
+    fn new(family: Family<DecisionLabels, Counter>) -> Self {
+        Self {
+            family,
+            known: RwLock::default(),
+        }
+    }
+
+    /// Counts one decision labelled `[upstream, action, channel, rule, decision]`.
+    fn inc(&self, values: [&str; 5]) {
+        let hash = label_hash(&values);
+        let same = |labels: &DecisionLabels| {
+            [
+                labels.upstream.as_str(),
+                &labels.action,
+                &labels.channel,
+                &labels.rule,
+                &labels.decision,
+            ] == values
+        };
+        {
+            let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some((_, counter)) = known
+                .get(&hash)
+                .and_then(|bucket| bucket.iter().find(|(labels, _)| same(labels)))
+            {
+                counter.inc();
+                return;
+            }
+        }
+        let [upstream, action, channel, rule, decision] = values.map(str::to_owned);
+        let labels = DecisionLabels {
+            upstream,
+            action,
+            channel,
+            rule,
+            decision,
+        };
+        let counter = self.family.get_or_create(&labels).clone();
+        counter.inc();
+        let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
+        let bucket = known.entry(hash).or_default();
+        // Another request may have added the same labels since the read above.
+        if !bucket.iter().any(|(labels, _)| same(labels)) {
+            bucket.push((labels, counter));
+        }
+    }
+}
+
+/// FNV-1a over the values, each ended by a byte no label has. Not keyed: every value is the
+/// gateway's own literal or a name from its configuration, never a client's, so nobody can aim
+/// values at one bucket; SipHash of five strings cost as much as the allocations it replaced.
+fn label_hash(values: &[&str; 5]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0100_0000_01b3;
+    values.iter().fold(OFFSET, |hash, value| {
+        value
+            .bytes()
+            .chain([0xff])
+            .fold(hash, |hash, b| (hash ^ u64::from(b)).wrapping_mul(PRIME))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+
+    use super::*;
+
+    #[test]
+    fn each_decision_counts_under_its_own_labels() {
+        let mut registry = Registry::default();
+        let metrics = ProxyMetrics::register(&mut registry);
+        for _ in 0..3 {
+            metrics.record_decision("shop", "decision", "allow", None, "reads", "allowed");
+        }
+        metrics.record_decision(
+            "shop",
+            "decision",
+            "confirm",
+            Some("token"),
+            "writes",
+            "held",
+        );
+        metrics.record_decision("crm", "decision", "allow", None, "reads", "allowed");
+        // An outcome line is no decision.
+        metrics.record_decision("shop", "outcome", "allow", None, "reads", "forwarded");
+        let mut scrape = String::new();
+        encode(&mut scrape, &registry).expect("encodes");
+        let count = |labels: &str| {
+            scrape
+                .lines()
+                .find(|l| l.starts_with(&format!("countersign_decisions_total{{{labels}}}")))
+                .and_then(|l| l.rsplit(' ').next())
+                .map(str::to_owned)
+        };
+        let shop_reads =
+            r#"upstream="shop",action="allow",channel="none",rule="reads",decision="allowed""#;
+        assert_eq!(count(shop_reads).as_deref(), Some("3"), "{scrape}");
+        let held =
+            r#"upstream="shop",action="confirm",channel="token",rule="writes",decision="held""#;
+        assert_eq!(count(held).as_deref(), Some("1"), "{scrape}");
+        let crm = r#"upstream="crm",action="allow",channel="none",rule="reads",decision="allowed""#;
+        assert_eq!(count(crm).as_deref(), Some("1"), "{scrape}");
+        assert!(!scrape.contains("forwarded"), "{scrape}");
+    }
+}
