@@ -1,5 +1,6 @@
-//! The two HTTP/1.1 fields both of the gateway's own HTTP/1.1 sides read the same way: the
-//! server (`downstream/`), the plain-upstream client (`upstream/http1_wire.rs`) and hardening.
+//! The two HTTP/1.1 fields the gateway reads in several places, read the same way in each: the
+//! server (`downstream/`), the plain-upstream client (`upstream/http1_wire.rs`), hardening and
+//! the body read. A length the server framed a body by is never read another way further in.
 
 use http::HeaderMap;
 use http::header::{CONNECTION, CONTENT_LENGTH};

@@ -9,7 +9,7 @@ use crate::body::ResponseBody;
 use crate::config::{HostPolicy, OriginPolicy};
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
-use crate::http_fields::has_connection_token;
+use crate::http_fields::{content_length, has_connection_token};
 use crate::metrics::ProxyMetrics;
 use crate::route::{LegacyEndpoint, Route};
 
@@ -244,19 +244,14 @@ fn check_post_body_headers(headers: &HeaderMap, max_body_bytes: usize) -> Result
     if !is_json_utf8(content_type) {
         return Err(ProxyError::UnsupportedMediaType(content_type.to_owned()));
     }
-    if let Some(length) = headers.get(header::CONTENT_LENGTH) {
-        let length: u64 = length
-            .to_str()
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| {
-                ProxyError::Internal("the server accepted an invalid Content-Length".into())
-            })?;
-        if length > max_body_bytes as u64 {
-            return Err(ProxyError::BodyTooLarge {
-                limit: max_body_bytes,
-            });
-        }
+    // The server's own reading, so a length it framed the body by is never read another way.
+    let length = content_length(headers).map_err(|_| {
+        ProxyError::Internal("the server accepted an invalid Content-Length".into())
+    })?;
+    if length.is_some_and(|length| length > max_body_bytes as u64) {
+        return Err(ProxyError::BodyTooLarge {
+            limit: max_body_bytes,
+        });
     }
     Ok(())
 }

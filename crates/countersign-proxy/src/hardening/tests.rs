@@ -233,3 +233,24 @@ async fn a_shared_path_opens_a_legacy_session_only_for_a_get_without_a_session_i
         (StatusCode::OK, Some(("/sse".into(), None)))
     );
 }
+
+#[tokio::test]
+async fn a_content_length_list_the_server_accepted_is_read_as_its_one_value() {
+    // The server frames `5, 5` as five bytes (RFC 9110 §8.6); hardening must read it the same
+    // way rather than call it an internal error, and still bound it by the body limit.
+    let request = post(PATH)
+        .header("content-length", "5, 5")
+        .body(())
+        .expect("request");
+    let (response, seen) = harden(request).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(seen.len(), 1, "the inner service was not called");
+
+    let request = post(PATH)
+        .header("content-length", "2048, 2048")
+        .body(())
+        .expect("request");
+    let (response, seen) = harden(request).await;
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(seen.is_empty(), "the inner service was called");
+}

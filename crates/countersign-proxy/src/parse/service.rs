@@ -4,7 +4,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, Method, Request, Response, header};
+use http::{HeaderMap, Method, Request, Response};
 use http_body::Body;
 use http_body_util::BodyExt;
 use tower::Service;
@@ -16,6 +16,7 @@ use crate::body::{BoxError, ResponseBody};
 use crate::config::Limits;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
+use crate::http_fields::content_length;
 use crate::metrics::ProxyMetrics;
 use crate::route::Route;
 
@@ -134,10 +135,10 @@ enum BodyError {
 /// The body size the request declares: its `Content-Length` (hardening has checked it is a
 /// number within `max_body_bytes`), or nothing, as HTTP/1.1 reads a request without one.
 fn declared_length(headers: &HeaderMap) -> usize {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
+    content_length(headers)
+        .ok()
+        .flatten()
+        .and_then(|length| usize::try_from(length).ok())
         .unwrap_or(0)
 }
 
