@@ -18,15 +18,9 @@ SECONDS_TO_PROFILE=${PROFILE_SECONDS:-10}
 
 log() { printf '[profile] %s\n' "$*" >&2; }
 
-missing=()
-command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
-command -v wrk >/dev/null || missing+=(wrk)
-command -v perf >/dev/null || missing+=(linux-perf)
-if ((${#missing[@]})); then
-    log "installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=bench/fixed_upstream.sh
+. "$BENCH/fixed_upstream.sh"
+install_missing nginx=nginx wrk=wrk perf=linux-perf
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
     (cd "$ROOT" && cargo build --release --bin countersign --quiet)
@@ -47,8 +41,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# shellcheck source=bench/fixed_upstream.sh
-. "$BENCH/fixed_upstream.sh"
 UP=$(port)
 GW=$(port)
 while [[ $GW == "$UP" ]]; do GW=$(port); done
