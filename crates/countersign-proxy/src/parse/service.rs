@@ -142,13 +142,13 @@ fn declared_length(headers: &HeaderMap) -> usize {
         .unwrap_or(0)
 }
 
+/// What a body buffer starts with before its bytes arrive.
+const FIRST_CHUNK: usize = 64 * 1024;
+
 /// Reads a whole request body, refusing it once it passes `limit` bytes or once `deadline` has
 /// passed since the first poll. The deadline covers the whole body, not the gap between frames,
 /// so a client dripping one byte at a time cannot hold the request open. Every byte is counted
 /// in `reservation` as it arrives.
-/// What a body buffer starts with before its bytes arrive.
-const FIRST_CHUNK: usize = 64 * 1024;
-
 async fn collect_limited<B>(
     body: B,
     limit: usize,
