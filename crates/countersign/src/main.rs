@@ -33,9 +33,11 @@ use countersign_app::{Overrides, RawConfig, RunningGateway, shutdown_signal, tel
 //   resident for its 1 s purge delay, so a request's peak counts its transient buffers.
 // `--no-default-features` builds with the system allocator, `--no-default-features --features
 // jemalloc` with jemalloc, to compare them.
+// It is reached through `countersign-alloc`, which asks mimalloc for word-aligned blocks with its
+// plain calls rather than its aligned ones (that crate says why).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: countersign_alloc::Mimalloc = countersign_alloc::Mimalloc;
 
 #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
 #[global_allocator]
