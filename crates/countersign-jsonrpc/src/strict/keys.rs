@@ -4,86 +4,95 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 
-/// The keys seen so far in one object. Small objects compare keys exactly; past
-/// [`KeySet::EXACT`] keys only a 64-bit keyed hash of each is kept, so a wide object costs 8
-/// bytes per key rather than a copy of it. Two distinct keys with equal hashes are refused as
-/// duplicates: that fails closed, with odds below 2^-40 for the widest object a body can hold.
-#[derive(Debug, Default)]
-struct KeySet<'a> {
-    exact: Vec<Cow<'a, str>>,
-    /// In use once the object has more than [`KeySet::EXACT`] keys; `exact` is empty then.
-    hashes: HashSet<u64, BuildHasherDefault<IdentityHasher>>,
-    hashed: bool,
-}
-
-impl<'a> KeySet<'a> {
-    const EXACT: usize = 16;
-
-    /// Records `key`, or hands it back if it was already there.
-    fn insert(
-        &mut self,
-        key: Cow<'a, str>,
-        hasher: &mut Option<RandomState>,
-    ) -> Result<(), Cow<'a, str>> {
-        if !self.hashed {
-            if self.exact.contains(&key) {
-                return Err(key);
-            }
-            if self.exact.len() < Self::EXACT {
-                self.exact.push(key);
-                return Ok(());
-            }
-            let hasher = hasher.get_or_insert_with(RandomState::new);
-            self.hashes
-                .extend(self.exact.drain(..).map(|k| hasher.hash_one(&*k)));
-            self.hashed = true;
-        }
-        let hasher = hasher.get_or_insert_with(RandomState::new);
-        if self.hashes.insert(hasher.hash_one(&*key)) {
-            Ok(())
-        } else {
-            Err(key)
-        }
-    }
-
-    fn clear(&mut self) {
-        self.exact.clear();
-        if self.hashed {
-            self.hashes.clear();
-            self.hashed = false;
-        }
-    }
-}
-
-/// One [`KeySet`] per open object, innermost last. A closed object's set is kept for the next
-/// object at its level, so a parse allocates for keys only while objects grow wider than any
-/// before them at that level.
+/// The keys seen so far in each open object.
+///
+/// Objects nest, so their keys form one stack: each object's keys follow a marker, and closing
+/// the object truncates the stack back to its marker. One vector serves the whole parse, so a
+/// typical body allocates once for its keys, however many objects it has.
+///
+/// Small objects compare keys exactly; past [`OpenObjects::EXACT`] keys, an object keeps only a
+/// 64-bit keyed hash of each, so a wide object costs 8 bytes per key rather than a copy of it.
+/// Two distinct keys with equal hashes are refused as duplicates: that fails closed, with odds
+/// below 2^-40 for the widest object a body can hold.
 #[derive(Debug, Default)]
 pub(super) struct OpenObjects<'a> {
-    sets: Vec<KeySet<'a>>,
-    open: usize,
-    /// Created when the first object grows past [`KeySet::EXACT`] keys, and then keyed per
-    /// parse, so a client cannot aim keys at colliding hashes.
+    entries: Vec<Entry<'a>>,
+    /// Where the innermost open object's marker is in `entries`.
+    current: usize,
+    /// The hashes of the open objects past [`OpenObjects::EXACT`] keys, innermost last.
+    wide: Vec<HashSet<u64, BuildHasherDefault<IdentityHasher>>>,
+    /// Created for the first wide object, so keyed per parse: a client cannot aim keys at
+    /// colliding hashes.
     hasher: Option<RandomState>,
 }
 
+#[derive(Debug)]
+enum Entry<'a> {
+    /// Starts an object's keys: where the enclosing object's marker is, and whether the object
+    /// keeps hashes in `wide` instead of keys here.
+    Object {
+        outer: usize,
+        wide: bool,
+    },
+    Key(Cow<'a, str>),
+}
+
 impl<'a> OpenObjects<'a> {
+    const EXACT: usize = 16;
+
     pub(super) fn open(&mut self) {
-        if self.open == self.sets.len() {
-            self.sets.push(KeySet::default());
-        } else {
-            self.sets[self.open].clear();
+        // Enough for the nesting of a typical body, so it never regrows the stack.
+        if self.entries.capacity() == 0 {
+            self.entries.reserve_exact(2 * Self::EXACT);
         }
-        self.open += 1;
+        let outer = self.current;
+        self.current = self.entries.len();
+        self.entries.push(Entry::Object { outer, wide: false });
     }
 
     pub(super) fn close(&mut self) {
-        self.open -= 1;
+        if let Some(&Entry::Object { outer, wide }) = self.entries.get(self.current) {
+            if wide {
+                self.wide.pop();
+            }
+            self.entries.truncate(self.current);
+            self.current = outer;
+        }
     }
 
     /// Records `key` in the innermost open object, or hands it back if it was already there.
     pub(super) fn insert(&mut self, key: Cow<'a, str>) -> Result<(), Cow<'a, str>> {
-        self.sets[self.open - 1].insert(key, &mut self.hasher)
+        let Some(&Entry::Object { outer, wide }) = self.entries.get(self.current) else {
+            // Keys are only read inside an open object; refusing is the safe answer otherwise.
+            return Err(key);
+        };
+        if !wide {
+            let first = self.current + 1;
+            let keys = &self.entries[first..];
+            if keys.iter().any(|e| matches!(e, Entry::Key(k) if *k == key)) {
+                return Err(key);
+            }
+            if keys.len() < Self::EXACT {
+                self.entries.push(Entry::Key(key));
+                return Ok(());
+            }
+            let hasher = self.hasher.get_or_insert_with(RandomState::new);
+            let hashes = self.entries.drain(first..).filter_map(|entry| match entry {
+                Entry::Key(k) => Some(hasher.hash_one(&*k)),
+                Entry::Object { .. } => None,
+            });
+            self.wide.push(hashes.collect());
+            self.entries[self.current] = Entry::Object { outer, wide: true };
+        }
+        let hash = self
+            .hasher
+            .get_or_insert_with(RandomState::new)
+            .hash_one(&*key);
+        let fresh = self
+            .wide
+            .last_mut()
+            .is_none_or(|hashes| hashes.insert(hash));
+        if fresh { Ok(()) } else { Err(key) }
     }
 }
 
@@ -126,26 +135,30 @@ mod tests {
     }
 
     #[test]
-    fn a_reused_set_starts_empty() {
-        let mut objects = OpenObjects::default();
-        objects.open();
-        for i in 0..20 {
-            assert_eq!(objects.insert(Cow::Owned(format!("k{i}"))), Ok(()));
+    fn nested_objects_keep_their_own_keys() {
+        for width in [3, 20] {
+            let keys: Vec<String> = (0..width).map(|i| format!("k{i}")).collect();
+            let mut objects = OpenObjects::default();
+            objects.open();
+            for key in &keys[..width / 2] {
+                assert_eq!(objects.insert(Cow::Borrowed(key)), Ok(()));
+            }
+            // The inner object may repeat the outer one's keys, and its own are gone with it.
+            objects.open();
+            for key in &keys {
+                assert_eq!(objects.insert(Cow::Borrowed(key)), Ok(()));
+            }
+            let again = Cow::Borrowed(keys[0].as_str());
+            assert_eq!(objects.insert(again.clone()), Err(again.clone()));
+            objects.close();
+            assert_eq!(objects.insert(again.clone()), Err(again));
+            for key in &keys[width / 2..] {
+                assert_eq!(objects.insert(Cow::Borrowed(key)), Ok(()), "{width}");
+            }
+            objects.close();
+            // A sibling starts empty.
+            objects.open();
+            assert_eq!(objects.insert(Cow::Owned(keys[0].clone())), Ok(()));
         }
-        objects.close();
-        objects.open();
-        assert_eq!(objects.insert(Cow::Borrowed("k3")), Ok(()));
-        assert_eq!(
-            objects.insert(Cow::Borrowed("k3")),
-            Err(Cow::Borrowed("k3"))
-        );
-        // A nested object has its own set; the outer one is intact after it closes.
-        objects.open();
-        assert_eq!(objects.insert(Cow::Borrowed("k3")), Ok(()));
-        objects.close();
-        assert_eq!(
-            objects.insert(Cow::Borrowed("k3")),
-            Err(Cow::Borrowed("k3"))
-        );
     }
 }

@@ -29,6 +29,7 @@ pub(super) fn scan(text: &str, max_depth: usize) -> Result<(usize, usize), Parse
         max_depth,
         depth: 0,
         objects: 0,
+        in_object: false,
         keys: OpenObjects::default(),
     };
     scanner.skip_whitespace();
@@ -50,6 +51,9 @@ struct Scanner<'a> {
     depth: usize,
     /// Bit `d` is set when the container at depth `d + 1` is an object.
     objects: u128,
+    /// Whether the innermost open container is an object: read after every value, so kept
+    /// apart from `objects`, where reading a bit takes a 128-bit shift.
+    in_object: bool,
     keys: OpenObjects<'a>,
 }
 
@@ -93,7 +97,7 @@ impl<'a> Scanner<'a> {
                             self.at += 1;
                         }
                         Some(b'"') => {
-                            let key = self.string(true)?;
+                            let key = self.key()?;
                             // serde_json-based upstreams read an object whose first key is this
                             // token as a number, not as nesting: `member` refuses it as a
                             // reserved key even where an object could not nest any deeper.
@@ -108,9 +112,7 @@ impl<'a> Scanner<'a> {
                         None => return Err(self.syntax("end of input inside an object")),
                     }
                 }
-                Some(b'"') => {
-                    self.string(false)?;
-                }
+                Some(b'"') => self.skip_string()?,
                 Some(b'-' | b'0'..=b'9') => self.number()?,
                 Some(b't') => self.literal(b"true")?,
                 Some(b'f') => self.literal(b"false")?,
@@ -125,8 +127,7 @@ impl<'a> Scanner<'a> {
                     return Ok(());
                 }
                 self.skip_whitespace();
-                let in_object = self.objects & 1 << (self.depth - 1) != 0;
-                match (self.peek(), in_object) {
+                match (self.peek(), self.in_object) {
                     (Some(b','), false) => {
                         self.at += 1;
                         self.skip_whitespace();
@@ -137,14 +138,14 @@ impl<'a> Scanner<'a> {
                     }
                     (Some(b']'), false) => {
                         self.at += 1;
-                        self.depth -= 1;
+                        self.close();
                     }
                     (Some(b','), true) => {
                         self.at += 1;
                         self.skip_whitespace();
                         match self.peek() {
                             Some(b'"') => {
-                                let key = self.string(true)?;
+                                let key = self.key()?;
                                 self.member(key)?;
                                 break;
                             }
@@ -156,7 +157,7 @@ impl<'a> Scanner<'a> {
                     (Some(b'}'), true) => {
                         self.at += 1;
                         self.keys.close();
-                        self.depth -= 1;
+                        self.close();
                     }
                     (Some(_), false) => return Err(self.syntax("expected `,` or `]`")),
                     (Some(_), true) => return Err(self.syntax("expected `,` or `}`")),
@@ -181,10 +182,17 @@ impl<'a> Scanner<'a> {
         let bit = 1 << (self.depth - 1);
         if object {
             self.objects |= bit;
+            self.in_object = true;
             self.keys.open();
         } else {
             self.objects &= !bit;
+            self.in_object = false;
         }
+    }
+
+    fn close(&mut self) {
+        self.depth -= 1;
+        self.in_object = self.depth > 0 && self.objects & 1 << (self.depth - 1) != 0;
     }
 
     fn too_deep(&self) -> ParseError {
@@ -218,43 +226,62 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// Reads the string whose opening quote is at `at` and returns its contents: unescaped
-    /// with `unescape` (borrowed when it has no escapes), as written otherwise.
-    fn string(&mut self, unescape: bool) -> Result<Cow<'a, str>, ParseError> {
+    /// Reads the string whose opening quote is at `at`.
+    fn skip_string(&mut self) -> Result<(), ParseError> {
         let bytes = self.bytes();
         self.at += 1;
-        let start = self.at;
-        let mut plain_from = start;
-        let mut unescaped: Option<String> = None;
         loop {
             self.at = string_stop(bytes, self.at);
             match bytes.get(self.at) {
                 Some(b'"') => {
-                    // Quotes and escapes are ASCII, so every slice here is on character
-                    // boundaries.
-                    let end = self.at;
                     self.at += 1;
-                    return Ok(match unescaped {
-                        Some(mut text) => {
-                            text.push_str(&self.text[plain_from..end]);
-                            Cow::Owned(text)
-                        }
-                        None => Cow::Borrowed(&self.text[start..end]),
-                    });
+                    return Ok(());
                 }
                 Some(b'\\') => {
-                    let plain = &self.text[plain_from..self.at];
-                    let c = self.escape()?;
-                    if unescape {
-                        let text = unescaped.get_or_insert_with(String::new);
-                        text.push_str(plain);
-                        text.push(c);
-                    }
+                    self.escape()?;
+                }
+                _ => return Err(self.string_error()),
+            }
+        }
+    }
+
+    /// Reads the key whose opening quote is at `at` and returns it unescaped: borrowed, unless
+    /// it has escapes.
+    fn key(&mut self) -> Result<Cow<'a, str>, ParseError> {
+        let bytes = self.bytes();
+        self.at += 1;
+        let start = self.at;
+        self.at = string_stop(bytes, start);
+        // Quotes and escapes are ASCII, so every slice here is on character boundaries.
+        if bytes.get(self.at) == Some(&b'"') {
+            self.at += 1;
+            return Ok(Cow::Borrowed(&self.text[start..self.at - 1]));
+        }
+        let mut unescaped = String::new();
+        let mut plain_from = start;
+        loop {
+            match bytes.get(self.at) {
+                Some(b'"') => {
+                    unescaped.push_str(&self.text[plain_from..self.at]);
+                    self.at += 1;
+                    return Ok(Cow::Owned(unescaped));
+                }
+                Some(b'\\') => {
+                    unescaped.push_str(&self.text[plain_from..self.at]);
+                    unescaped.push(self.escape()?);
                     plain_from = self.at;
                 }
-                Some(_) => return Err(self.syntax("control character in a string")),
-                None => return Err(self.syntax("end of input inside a string")),
+                _ => return Err(self.string_error()),
             }
+            self.at = string_stop(bytes, self.at);
+        }
+    }
+
+    /// The error for a string stopped by neither a quote nor a backslash.
+    fn string_error(&self) -> ParseError {
+        match self.peek() {
+            Some(_) => self.syntax("control character in a string"),
+            None => self.syntax("end of input inside a string"),
         }
     }
 
