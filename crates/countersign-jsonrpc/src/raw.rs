@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::strict::{self, ParseError, ParseLimits};
 
+pub(crate) use escape::next_escape;
 pub use escape::write_json_string;
 
 mod escape;

@@ -129,8 +129,9 @@ pub fn parse_strict_with(bytes: &[u8], limits: &ParseLimits) -> Result<Value, Pa
 /// the value starts and ends (leading and trailing whitespace is allowed; anything else around
 /// the value is refused).
 ///
-/// One pass over the text, without recursion. Memory stays proportional to the widest object's
-/// key count (a hash per key), never to the number of values.
+/// The UTF-8 check, then one pass of the scanner over the text, without recursion. Memory stays
+/// proportional to the widest object's key count (a hash per key), never to the number of
+/// values.
 pub fn validate_strict(bytes: &[u8], limits: &ParseLimits) -> Result<(usize, usize), ParseError> {
     if bytes.starts_with(b"\xEF\xBB\xBF") {
         return Err(ParseError::Bom);

@@ -38,7 +38,9 @@ pub fn write_json_string(out: &mut Vec<u8>, text: &str) {
 }
 
 /// The index of the first byte at or after `at` that must be escaped (`bytes.len()` if none).
-fn next_escape(bytes: &[u8], mut at: usize) -> usize {
+/// Read the other way, it is where a run of plain string contents ends: the strict scanner
+/// finds the end of each string it reads with it.
+pub(crate) fn next_escape(bytes: &[u8], mut at: usize) -> usize {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
     // `word - n * ONES` borrows into the high bit of each byte below `n` (bytes of 0x80 and up

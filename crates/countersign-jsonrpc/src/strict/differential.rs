@@ -41,6 +41,13 @@ fn disagreement(bytes: &[u8], max_depth: usize) -> Option<String> {
     })
 }
 
+/// How the scanner and the reference disagree on `text` under each of [`DEPTHS`].
+fn disagreements_at_every_depth(text: &str) -> impl Iterator<Item = String> + '_ {
+    DEPTHS
+        .into_iter()
+        .filter_map(|max_depth| disagreement(text.as_bytes(), max_depth))
+}
+
 fn check(bytes: &[u8], max_depth: usize) -> Result<(), TestCaseError> {
     match disagreement(bytes, max_depth) {
         Some(message) => Err(TestCaseError::fail(message)),
@@ -72,9 +79,7 @@ fn edge_numbers_agree_alone_and_nested() {
             format!("{{\"a\":{number}}}"),
             format!("{{\"a\":{number} , \"b\":2}}"),
         ] {
-            for max_depth in DEPTHS {
-                disagreements.extend(disagreement(text.as_bytes(), max_depth));
-            }
+            disagreements.extend(disagreements_at_every_depth(&text));
         }
     }
     for n in [300, 308, 309, 310, 400] {
@@ -95,9 +100,7 @@ fn near_misses_agree_alone_and_nested() {
             format!("{{\"k\":{text}}}"),
             format!("[{{\"k\":[{text}]}}]"),
         ] {
-            for max_depth in DEPTHS {
-                disagreements.extend(disagreement(text.as_bytes(), max_depth));
-            }
+            disagreements.extend(disagreements_at_every_depth(&text));
         }
     }
     assert!(disagreements.is_empty(), "{disagreements:#?}");

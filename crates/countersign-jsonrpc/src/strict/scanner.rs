@@ -11,6 +11,7 @@ use super::keys::OpenObjects;
 use super::{
     ParseError, SERDE_JSON_DEPTH_CEILING, SERDE_JSON_NUMBER_TOKEN, SERDE_JSON_PRIVATE_PREFIX,
 };
+use crate::raw::next_escape;
 
 // `Scanner::objects` keeps one bit per open container.
 const _: () = assert!(SERDE_JSON_DEPTH_CEILING < u128::BITS as usize);
@@ -156,7 +157,6 @@ impl<'a> Scanner<'a> {
                     }
                     (Some(b'}'), true) => {
                         self.at += 1;
-                        self.keys.close();
                         self.close();
                     }
                     (Some(_), false) => return Err(self.syntax("expected `,` or `]`")),
@@ -190,7 +190,11 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// Closes the innermost container, and its keys if it is an object.
     fn close(&mut self) {
+        if self.in_object {
+            self.keys.close();
+        }
         self.depth -= 1;
         self.in_object = self.depth > 0 && self.objects & 1 << (self.depth - 1) != 0;
     }
@@ -231,7 +235,7 @@ impl<'a> Scanner<'a> {
         let bytes = self.bytes();
         self.at += 1;
         loop {
-            self.at = string_stop(bytes, self.at);
+            self.at = next_escape(bytes, self.at);
             match bytes.get(self.at) {
                 Some(b'"') => {
                     self.at += 1;
@@ -251,7 +255,7 @@ impl<'a> Scanner<'a> {
         let bytes = self.bytes();
         self.at += 1;
         let start = self.at;
-        self.at = string_stop(bytes, start);
+        self.at = next_escape(bytes, start);
         // Quotes and escapes are ASCII, so every slice here is on character boundaries.
         if bytes.get(self.at) == Some(&b'"') {
             self.at += 1;
@@ -273,7 +277,7 @@ impl<'a> Scanner<'a> {
                 }
                 _ => return Err(self.string_error()),
             }
-            self.at = string_stop(bytes, self.at);
+            self.at = next_escape(bytes, self.at);
         }
     }
 
@@ -444,33 +448,6 @@ impl<'a> Scanner<'a> {
 
 fn skip_digits(bytes: &[u8], mut at: usize) -> usize {
     while let Some(b'0'..=b'9') = bytes.get(at) {
-        at += 1;
-    }
-    at
-}
-
-/// The index of the first byte at or after `at` that ends a run of plain string contents: a
-/// quote, a backslash or a control character (`bytes.len()` when there is none).
-///
-/// Eight bytes at a time: string contents are most of a typical body.
-fn string_stop(bytes: &[u8], mut at: usize) -> usize {
-    const ONES: u64 = u64::from_ne_bytes([1; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    // `word - n * ONES` borrows through the high bit of each byte below `n`; masking with
-    // `!word` drops bytes that had their high bit set already. Borrows only run upwards from a
-    // real hit, so the lowest flag is always a real one.
-    let below = |word: u64, n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
-    while let Some(chunk) = bytes.get(at..at + 8) {
-        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        let found = below(word ^ (ONES * u64::from(b'"')), 1)
-            | below(word ^ (ONES * u64::from(b'\\')), 1)
-            | below(word, 0x20);
-        if found != 0 {
-            return at + (found.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    while at < bytes.len() && !matches!(bytes[at], b'"' | b'\\' | 0..=0x1F) {
         at += 1;
     }
     at
