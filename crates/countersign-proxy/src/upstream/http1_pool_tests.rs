@@ -320,3 +320,25 @@ async fn a_body_cut_short_by_the_upstream_is_an_error_not_an_end() {
     );
     assert_eq!(pool.idle_count(), 0);
 }
+
+#[tokio::test]
+async fn a_large_answer_arrives_whole_in_frames_no_larger_than_one_read() {
+    const BODY: usize = 3 << 20;
+    let body: Vec<u8> = (0..BODY).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {BODY}\r\n\r\n").into_bytes();
+    answer.extend_from_slice(&body);
+    let (url, connections, _) = scripted(answer.leak(), BODY, false).await;
+    let pool = pool_for(&url);
+    for _ in 0..2 {
+        let mut response = pool.send(request()).await.unwrap().into_body();
+        let mut received = Vec::new();
+        while let Some(frame) = response.frame().await {
+            let data = frame.unwrap().into_data().unwrap();
+            // What one answer holds in the gateway at a time is bounded, however large it is.
+            assert!(data.len() <= 256 * 1024, "a frame of {} bytes", data.len());
+            received.extend_from_slice(&data);
+        }
+        assert!(received == body, "the answer arrived changed");
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+}
