@@ -27,7 +27,7 @@ mod escape;
 mod key_tests;
 mod scan;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use scan::{Items, Members};
 pub(crate) use scan::{MemberAt, MemberWalk};

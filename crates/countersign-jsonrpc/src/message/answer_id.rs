@@ -1,27 +1,68 @@
 //! Which request a relayed answer settles, read without parsing the answer's result.
 //!
 //! A relay that has to answer every request still open when it cuts a stream needs to know, for
-//! each upstream message, whether it is a response and to which id. Parsing a 16 MiB `tools/call`
-//! answer strictly to learn that copies and scans the whole result; here serde_json passes over
-//! every value it does not need without building or copying it.
+//! each upstream message, whether it is a response and to which id. That is asked of every
+//! answer relayed on a stream, up to 16 MiB each, so only the top level is read: each value is
+//! passed over by finding where it ends (strings with a vectorised search for `"` and `\`),
+//! and nothing is copied.
 //!
 //! Nothing here judges a value: it is not the strict parse, and must not stand in for it where a
-//! message is classified or forwarded as parsed. A message it cannot read is simply not
-//! recognised as an answer.
-
-use serde::de::{Deserialize, Deserializer, IgnoredAny};
-use serde_json::value::RawValue;
+//! message is classified or forwarded as parsed. It checks the object's members and the nesting
+//! of brackets, not each token inside a value, so an answer the upstream malformed inside its
+//! result is still recognised by its id: the relay forwards upstream messages as they are, and
+//! this only keeps its books on which requests were answered. Text that is not an object, or
+//! whose members or brackets do not close, is not recognised as an answer.
 
 use super::RequestId;
 
+/// How deeply values may nest, as in serde_json (whose limit this reader replaced).
+const MAX_DEPTH: usize = 128;
+
 /// The id of `text` when it is a JSON-RPC response (an object with `result` or `error`) whose
 /// id is a string or an integer; `None` for anything else, including text that is not JSON.
+/// A member named twice among `id`, `result` and `error` makes it no answer.
 pub fn answer_id(text: &str) -> Option<RequestId> {
-    let skim: Skim<'_> = serde_json::from_str(text).ok()?;
-    if !(skim.result.0 || skim.error.0) {
+    let bytes = text.as_bytes();
+    let mut at = skip_whitespace(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
         return None;
     }
-    let id = skim.id?.get();
+    let (mut id, mut result, mut error) = (None, false, false);
+    at = skip_whitespace(bytes, at + 1);
+    if bytes.get(at) != Some(&b'}') {
+        loop {
+            if bytes.get(at) != Some(&b'"') {
+                return None;
+            }
+            let key_end = string_end(bytes, at)?;
+            let key = member_name(&text[at..key_end])?;
+            at = skip_whitespace(bytes, key_end);
+            if bytes.get(at) != Some(&b':') {
+                return None;
+            }
+            at = skip_whitespace(bytes, at + 1);
+            let value_end = value_end(bytes, at)?;
+            let seen = match key {
+                Member::Id => id.replace(&text[at..value_end]).is_some(),
+                Member::Result => std::mem::replace(&mut result, true),
+                Member::Error => std::mem::replace(&mut error, true),
+                Member::Other => false,
+            };
+            if seen {
+                return None;
+            }
+            at = skip_whitespace(bytes, value_end);
+            match bytes.get(at) {
+                Some(b',') => at = skip_whitespace(bytes, at + 1),
+                Some(b'}') => break,
+                _ => return None,
+            }
+        }
+    }
+    if skip_whitespace(bytes, at + 1) != bytes.len() || !(result || error) {
+        return None;
+    }
+    let id = id?;
     if id.starts_with('"') {
         serde_json::from_str::<String>(id)
             .ok()
@@ -32,30 +73,102 @@ pub fn answer_id(text: &str) -> Option<RequestId> {
 }
 
 /// The members an answer is recognised by; every other member is passed over.
-#[derive(serde::Deserialize)]
-struct Skim<'a> {
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(default)]
-    result: Seen,
-    #[serde(default)]
-    error: Seen,
+enum Member {
+    Id,
+    Result,
+    Error,
+    Other,
 }
 
-/// Whether a member was there, whatever its value (`"result": null` counts).
-#[derive(Default)]
-struct Seen(bool);
+/// Which member the quoted key `key` names; `None` when its escapes do not decode.
+fn member_name(key: &str) -> Option<Member> {
+    let unescaped;
+    let name = if key.contains('\\') {
+        unescaped = serde_json::from_str::<String>(key).ok()?;
+        unescaped.as_str()
+    } else {
+        &key[1..key.len() - 1]
+    };
+    Some(match name {
+        "id" => Member::Id,
+        "result" => Member::Result,
+        "error" => Member::Error,
+        _ => Member::Other,
+    })
+}
 
-impl<'de> Deserialize<'de> for Seen {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        IgnoredAny::deserialize(deserializer).map(|_| Seen(true))
+fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
+        at += 1;
+    }
+    at
+}
+
+/// `at` is on a string's opening quote: the index just past its closing quote, or `None` when
+/// the text ends first.
+fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut at = at + 1;
+    loop {
+        at += memchr::memchr2(b'"', b'\\', bytes.get(at..)?)?;
+        if bytes[at] == b'"' {
+            return Some(at + 1);
+        }
+        // A backslash and the byte it escapes.
+        at += 2;
+    }
+}
+
+/// `at` is where a value should start: the index just past its end, or `None` when there is
+/// no value there or its brackets do not close in order.
+fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'"' => string_end(bytes, at),
+        b'{' | b'[' => {
+            // The closing bracket each open value expects, innermost last.
+            let mut open = Vec::new();
+            let mut at = at;
+            loop {
+                match *bytes.get(at)? {
+                    b'"' => {
+                        at = string_end(bytes, at)?;
+                        continue;
+                    }
+                    b'{' => open.push(b'}'),
+                    b'[' => open.push(b']'),
+                    close @ (b'}' | b']') => {
+                        if open.pop() != Some(close) {
+                            return None;
+                        }
+                        if open.is_empty() {
+                            return Some(at + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                if open.len() > MAX_DEPTH {
+                    return None;
+                }
+                at += 1;
+            }
+        }
+        b',' | b'}' | b']' | b':' => None,
+        _ => {
+            let end = bytes[at..]
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .map_or(bytes.len(), |n| at + n);
+            Some(end)
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::answer_id;
     use crate::message::{Message, RequestId};
+    use crate::raw::tests::{arb_envelope, write_text};
 
     #[test]
     fn finds_the_id_of_results_and_errors_wherever_it_sits() {
@@ -108,6 +221,65 @@ mod tests {
                 other => panic!("not a response: {other:?}"),
             };
             assert_eq!(answer_id(text), strict, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_member_named_twice_or_brackets_out_of_order_make_no_answer() {
+        for text in [
+            r#"{"id":1,"id":2,"result":{}}"#,
+            r#"{"id":1,"result":{},"result":{}}"#,
+            r#"{"id":1,"error":{},"error":{}}"#,
+            r#"{"id":1,"result":{"a":[1}]}"#,
+            r#"{"id":1,"result":{"a":"unterminated}"#,
+            r#"{"id":1,"result":{}} trailing"#,
+            r#"{"id":1,"result":}"#,
+            r#"{"id":1 "result":{}}"#,
+            r#"{"id":1,"result":{},}"#,
+        ] {
+            assert_eq!(answer_id(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn escaped_names_count_and_nesting_is_bounded_as_in_serde_json() {
+        assert_eq!(
+            answer_id(r#"{"\u0069d":4,"res\u0075lt":{}}"#),
+            Some(RequestId::Number(4))
+        );
+        let nested = |depth: usize| {
+            format!(
+                r#"{{"id":1,"result":{}{}}}"#,
+                "[".repeat(depth),
+                "]".repeat(depth)
+            )
+        };
+        assert_eq!(answer_id(&nested(100)), Some(RequestId::Number(1)));
+        assert_eq!(answer_id(&nested(200)), None);
+    }
+
+    #[test]
+    fn a_large_result_with_escaped_quotes_is_passed_over() {
+        let text = "a\\\"b".repeat(300_000);
+        let message = format!(r#"{{"jsonrpc":"2.0","result":{{"text":"{text}"}},"id":"big"}}"#);
+        assert_eq!(answer_id(&message), Some(RequestId::String("big".into())));
+    }
+
+    proptest! {
+        /// Whatever the strict parse reads as a message, this agrees on whether it is a
+        /// response and to which id; on anything else it only must not fail.
+        #[test]
+        fn agrees_with_the_strict_parse(envelope in arb_envelope(), seed in any::<u64>()) {
+            let text = write_text(&envelope, seed);
+            let expected = match Message::parse(text.as_bytes()) {
+                Ok(Message::Response(response)) => response.id,
+                Ok(_) => None,
+                Err(_) => {
+                    let _ = answer_id(&text);
+                    return Ok(());
+                }
+            };
+            prop_assert_eq!(answer_id(&text), expected, "{}", text);
         }
     }
 }

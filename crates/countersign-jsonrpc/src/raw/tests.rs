@@ -217,7 +217,7 @@ fn write_value(value: &Value, rng: &mut Rng, out: &mut String) {
     }
 }
 
-fn write_text(value: &Value, seed: u64) -> String {
+pub(crate) fn write_text(value: &Value, seed: u64) -> String {
     let mut rng = Rng(seed | 1);
     let mut out = String::new();
     write_space(&mut rng, &mut out);
@@ -269,7 +269,7 @@ fn arb_object(inner: impl Strategy<Value = Value>) -> impl Strategy<Value = Valu
 
 /// Bodies shaped like JSON-RPC messages: a valid request, notification or response, sometimes
 /// with a member added or replaced (which mostly breaks it), alone or in a batch.
-fn arb_envelope() -> impl Strategy<Value = Value> {
+pub(crate) fn arb_envelope() -> impl Strategy<Value = Value> {
     let id = prop_oneof![
         any::<i64>().prop_map(Value::from),
         arb_text().prop_map(Value::String),
