@@ -119,6 +119,13 @@ pub struct SseDecoder {
     pos: usize,
     /// `buf[pos..scanned]` is known to hold no line end.
     scanned: usize,
+    /// The current line's bytes up to here are known to be UTF-8 (`buf[pos..checked]`, ending
+    /// on a character boundary): a long line is checked chunk by chunk as it arrives, while
+    /// its bytes are still in cache, not in one pass over the whole line at its end.
+    checked: usize,
+    /// The current line has bytes that are not UTF-8; reported once the line ends, as a whole
+    /// line's would be.
+    line_not_utf8: bool,
     /// The last line ended with CR; an LF at the very next byte belongs to it (CRLF split
     /// across chunks).
     skip_lf: bool,
@@ -156,6 +163,8 @@ impl SseDecoder {
             buf: BytesMut::new(),
             pos: 0,
             scanned: 0,
+            checked: 0,
+            line_not_utf8: false,
             skip_lf: false,
             bom_resolved: false,
             event_start: 0,
@@ -186,6 +195,7 @@ impl SseDecoder {
             self.buf.advance(consumed);
             self.pos -= consumed;
             self.scanned -= consumed;
+            self.checked = self.checked.saturating_sub(consumed);
             self.event_start = self.event_start.saturating_sub(consumed);
         }
         let needed = self.buf.len() + chunk.len();
@@ -236,14 +246,16 @@ impl SseDecoder {
             }
             let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buf[self.scanned..]) else {
                 self.scanned = self.buf.len();
+                self.check_partial_line();
                 return self.out_of_input();
             };
             let end = self.scanned + offset;
             let start = self.pos;
+            let utf8 = self.line_is_utf8(start, end);
             self.skip_lf = self.buf[end] == b'\r';
             self.pos = end + 1;
             self.scanned = self.pos;
-            if let Some(event) = self.take_line(start, end)? {
+            if let Some(event) = self.take_line(start, end, utf8)? {
                 return Ok(Some(event));
             }
         }
@@ -267,6 +279,30 @@ impl SseDecoder {
         self.discarded_partial
     }
 
+    /// Checks what arrived of the current, unfinished line. A character cut off at the end
+    /// is checked again once the rest of it arrives.
+    fn check_partial_line(&mut self) {
+        let from = self.checked.max(self.pos);
+        if self.line_not_utf8 || from == self.buf.len() {
+            return;
+        }
+        match simdutf8::compat::from_utf8(&self.buf[from..]) {
+            Ok(_) => self.checked = self.buf.len(),
+            Err(error) if error.error_len().is_none() => self.checked = from + error.valid_up_to(),
+            Err(_) => self.line_not_utf8 = true,
+        }
+    }
+
+    /// Whether the line `buf[start..end]` is UTF-8, checking what [`check_partial_line`]
+    /// (Self::check_partial_line) has not; the next line starts unchecked.
+    fn line_is_utf8(&mut self, start: usize, end: usize) -> bool {
+        let from = self.checked.max(start);
+        let utf8 = !self.line_not_utf8 && simdutf8::basic::from_utf8(&self.buf[from..end]).is_ok();
+        self.checked = 0;
+        self.line_not_utf8 = false;
+        utf8
+    }
+
     fn fail<T>(&mut self, err: SseError) -> Result<T, SseError> {
         self.failed = Some(err.clone());
         Err(err)
@@ -287,13 +323,20 @@ impl SseDecoder {
             self.event_bytes = 0;
             self.pos = self.buf.len();
             self.scanned = self.pos;
+            self.checked = 0;
+            self.line_not_utf8 = false;
             self.skip_lf = false;
         }
         Ok(None)
     }
 
-    /// Takes the line `buf[start..end]`, whose line end is at `end`.
-    fn take_line(&mut self, start: usize, end: usize) -> Result<Option<RawEvent>, SseError> {
+    /// Takes the line `buf[start..end]`, whose line end is at `end`; `utf8` says whether it is.
+    fn take_line(
+        &mut self,
+        start: usize,
+        end: usize,
+        utf8: bool,
+    ) -> Result<Option<RawEvent>, SseError> {
         let ended_by_cr = self.skip_lf;
         if start == end {
             self.event_bytes = 0;
@@ -323,9 +366,7 @@ impl SseDecoder {
             let max = self.max_event_bytes;
             return self.fail(SseError::EventTooLarge { max });
         }
-        // Every line is checked as it completes; a vectorised check, since one line may be the
-        // whole of a 16 MiB answer.
-        if simdutf8::basic::from_utf8(&self.buf[start..end]).is_err() {
+        if !utf8 {
             return self.fail(SseError::InvalidUtf8);
         }
         if self.fields.is_empty() {

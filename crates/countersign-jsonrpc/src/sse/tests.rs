@@ -227,6 +227,32 @@ fn utf8_split_across_chunks_is_fine() {
 }
 
 #[test]
+fn bad_utf8_in_a_line_still_arriving_is_reported_when_the_line_ends() {
+    let mut decoder = SseDecoder::new(MAX);
+    decoder.push(b"data: ab\xFF");
+    assert_eq!(decoder.next_event(), Ok(None));
+    decoder.push(b"cd");
+    assert_eq!(decoder.next_event(), Ok(None));
+    decoder.push(b"\n\n");
+    assert_eq!(decoder.next_event(), Err(SseError::InvalidUtf8));
+
+    // A character cut off by the chunk and never completed, and one cut off by the line end.
+    for chunks in [
+        [&b"data: \xE4\xB8"[..], b"A\n\n"],
+        [&b"data: x\xE4"[..], b"\xB8\n\n"],
+    ] {
+        assert_eq!(decode_chunks(chunks), Err(SseError::InvalidUtf8));
+    }
+
+    // A trailing line the stream never ends is discarded unread, whatever its bytes.
+    let mut decoder = SseDecoder::new(MAX);
+    decoder.push(b"data: x\n\ndata: \xFF\xFE");
+    assert_eq!(decoder.next_event(), Ok(Some(ev(vec![data("x")]))));
+    assert_eq!(decoder.finish(), Ok(None));
+    assert!(decoder.discarded_partial());
+}
+
+#[test]
 fn event_larger_than_limit_is_rejected() {
     let mut decoder = SseDecoder::new(16);
     decoder.push(b"data: 0123456789\n");
@@ -486,6 +512,33 @@ pub(super) fn arb_event() -> impl Strategy<Value = SseEvent> {
 }
 
 proptest! {
+    /// Lines are checked for UTF-8 as they arrive; however a stream is cut into chunks, its
+    /// events and its failure are those of the stream pushed whole.
+    #[test]
+    fn chunking_never_changes_what_a_stream_decodes_to(
+        stream in prop::collection::vec(
+            prop_oneof![
+                Just(b'\n'), Just(b'\r'), Just(b' '), Just(b':'), Just(b'd'),
+                Just(0xE4), Just(0xB8), Just(0x96), Just(0xF0), Just(0x9F), Just(0xFF),
+                any::<u8>(),
+            ],
+            0..64,
+        ),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+    ) {
+        let mut stream = [b"data: ".as_slice(), &stream].concat();
+        stream.extend_from_slice(b"\n\n");
+        let mut at: Vec<usize> = cuts.iter().map(|cut| cut.index(stream.len() + 1)).collect();
+        at.sort_unstable();
+        let mut chunks = Vec::new();
+        let mut from = 0;
+        for cut in at.into_iter().chain([stream.len()]) {
+            chunks.push(&stream[from..cut]);
+            from = cut;
+        }
+        prop_assert_eq!(decode_chunks(chunks), decode_chunks([stream.as_slice()]));
+    }
+
     #[test]
     fn encoded_events_decode_to_themselves(events in prop::collection::vec(arb_event(), 0..6)) {
         let mut stream = Vec::new();
