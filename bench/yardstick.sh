@@ -16,8 +16,8 @@
 #   gateway   countersign with bench/policy.yaml, full inspection, audit to /dev/null
 # Setup as run.sh's `pinned` scenario: everything under test on CPU 0 (one nginx worker, one tokio
 # worker), wrk -t1 -c64 on CPU 1. CPU per request is the target process's user+system time over
-# the requests answered; nginx's includes the upstream's share (they are one process), so
-# subtract direct's to compare it with the others.
+# the requests answered (its system time also in a column of its own); nginx's includes the
+# upstream's share (they are one process), so subtract direct's to compare it with the others.
 # YARDSTICK_SCENARIO=default instead: nothing pinned, nginx `worker_processes auto`, the gateway
 # and the floor with their default worker counts, wrk -t2 (run.sh's `default` scenario).
 # Knobs: YARDSTICK_ROUNDS (3), YARDSTICK_SECONDS (5), YARDSTICK_TARGETS (all five; nginx must
@@ -127,9 +127,15 @@ cpu_ticks() {
     for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done
     echo "$total"
 }
+# sys_ticks PID...: their system time alone.
+sys_ticks() {
+    local pid total=0
+    for pid in "$@"; do total=$((total + $(awk '{print $15}' "/proc/$pid/stat"))); done
+    echo "$total"
+}
 port+=([direct]=$UP [nginx]=$NX [gateway]=$GW [gateway-b]=$GB)
 pid+=([direct]=$NGINX_WORKERS [nginx]=$NGINX_WORKERS [gateway]=$GATEWAY_PID [gateway-b]=${GATEWAY_B_PID:-})
-declare -A rates cpus
+declare -A rates cpus syss
 read -ra TARGETS <<<"${YARDSTICK_TARGETS:-direct nginx floor floor-inline gateway}"
 TICK_NS=$((1000000000 / $(getconf CLK_TCK)))
 
@@ -140,10 +146,14 @@ for round in $(seq "$ROUNDS"); do
     for target in "${TARGETS[@]}"; do
         # shellcheck disable=SC2086 # a list of pids
         before=$(cpu_ticks ${pid[$target]})
+        # shellcheck disable=SC2086
+        sys_before=$(sys_ticks ${pid[$target]})
         out=$("${GEN[@]}" wrk -t"$WRK_THREADS" -c64 -d"${SECONDS_PER_RUN}s" -s "$BENCH/tools_call.lua" \
             "http://127.0.0.1:${port[$target]}/mcp")
         # shellcheck disable=SC2086
         after=$(cpu_ticks ${pid[$target]})
+        # shellcheck disable=SC2086
+        sys_after=$(sys_ticks ${pid[$target]})
         if grep -q "Non-2xx" <<<"$out"; then
             log "$target answered errors: $out"
             exit 1
@@ -151,19 +161,22 @@ for round in $(seq "$ROUNDS"); do
         rate=$(awk '/Requests\/sec/ {printf "%d", $2}' <<<"$out")
         requests=$(awk '/requests in/ {print $1}' <<<"$out")
         cpu=$(awk -v t=$((after - before)) -v ns="$TICK_NS" -v n="$requests" 'BEGIN {printf "%.1f", t * ns / n / 1000}')
-        printf 'round %s  %-12s %7s req/s  %5s µs CPU per request\n' "$round" "$target" "$rate" "$cpu"
+        sys=$(awk -v t=$((sys_after - sys_before)) -v ns="$TICK_NS" -v n="$requests" 'BEGIN {printf "%.1f", t * ns / n / 1000}')
+        printf 'round %s  %-12s %7s req/s  %5s µs CPU per request (%s system)\n' "$round" "$target" "$rate" "$cpu" "$sys"
         rates[$target]+="$rate "
         cpus[$target]+="$cpu "
+        syss[$target]+="$sys "
     done
 done
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 echo
-echo "| target | peak req/s (median of $ROUNDS) | CPU µs per request | × nginx |"
-echo "|---|---:|---:|---:|"
+echo "| target | peak req/s (median of $ROUNDS) | CPU µs per request | of which system | × nginx |"
+echo "|---|---:|---:|---:|---:|"
 nginx_rate=$(median <<<"${rates[nginx]}")
 for target in "${TARGETS[@]}"; do
     rate=$(median <<<"${rates[$target]}")
-    printf '| %s | %s | %s | %s |\n' "$target" "$rate" "$(median <<<"${cpus[$target]}")" \
+    printf '| %s | %s | %s | %s | %s |\n' "$target" "$rate" "$(median <<<"${cpus[$target]}")" \
+        "$(median <<<"${syss[$target]}")" \
         "$(awk -v a="$rate" -v b="$nginx_rate" 'BEGIN {printf "%.2f", a / b}')"
 done
