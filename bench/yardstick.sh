@@ -121,17 +121,14 @@ fi
 for p in "$UP" "$NX" "$GW" "${port[@]}"; do wait_port "$p"; done
 NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
 
-# cpu_ticks PID...: user + system time of the processes, in clock ticks.
-cpu_ticks() {
-    local pid total=0
-    for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done
-    echo "$total"
-}
-# sys_ticks PID...: their system time alone.
-sys_ticks() {
-    local pid total=0
-    for pid in "$@"; do total=$((total + $(awk '{print $15}' "/proc/$pid/stat"))); done
-    echo "$total"
+# ticks PID...: "user+system system" time of the processes, in clock ticks.
+ticks() {
+    local pid user=0 sys=0 u s
+    for pid in "$@"; do
+        read -r u s < <(awk '{print $14, $15}' "/proc/$pid/stat")
+        user=$((user + u)) sys=$((sys + s))
+    done
+    echo "$((user + sys)) $sys"
 }
 port+=([direct]=$UP [nginx]=$NX [gateway]=$GW [gateway-b]=$GB)
 pid+=([direct]=$NGINX_WORKERS [nginx]=$NGINX_WORKERS [gateway]=$GATEWAY_PID [gateway-b]=${GATEWAY_B_PID:-})
@@ -145,15 +142,11 @@ done
 for round in $(seq "$ROUNDS"); do
     for target in "${TARGETS[@]}"; do
         # shellcheck disable=SC2086 # a list of pids
-        before=$(cpu_ticks ${pid[$target]})
-        # shellcheck disable=SC2086
-        sys_before=$(sys_ticks ${pid[$target]})
+        read -r before sys_before < <(ticks ${pid[$target]})
         out=$("${GEN[@]}" wrk -t"$WRK_THREADS" -c64 -d"${SECONDS_PER_RUN}s" -s "$BENCH/tools_call.lua" \
             "http://127.0.0.1:${port[$target]}/mcp")
         # shellcheck disable=SC2086
-        after=$(cpu_ticks ${pid[$target]})
-        # shellcheck disable=SC2086
-        sys_after=$(sys_ticks ${pid[$target]})
+        read -r after sys_after < <(ticks ${pid[$target]})
         if grep -q "Non-2xx" <<<"$out"; then
             log "$target answered errors: $out"
             exit 1
