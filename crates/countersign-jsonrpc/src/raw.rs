@@ -25,7 +25,7 @@ pub use escape::write_json_string;
 mod escape;
 #[cfg(test)]
 mod key_tests;
-mod scan;
+pub(crate) mod scan;
 #[cfg(test)]
 pub(crate) mod tests;
 

@@ -14,6 +14,7 @@
 //! whose members or brackets do not close, is not recognised as an answer.
 
 use super::RequestId;
+use crate::raw::scan::skip_whitespace;
 
 /// How deeply values may nest, as in serde_json (whose limit this reader replaced).
 const MAX_DEPTH: usize = 128;
@@ -97,15 +98,14 @@ fn member_name(key: &str) -> Option<Member> {
     })
 }
 
-fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
-    while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
-        at += 1;
-    }
-    at
-}
-
 /// `at` is on a string's opening quote: the index just past its closing quote, or `None` when
 /// the text ends first.
+///
+/// Not the raw walker's `string_end`: that one reads text the strict parse already accepted, so
+/// it cannot fail, and it is tuned for short keys eight bytes at a time. Here the text is
+/// unchecked and the string is often a 16 MiB result. (Sharing one search, eight bytes at a time
+/// for short strings and `memchr2` past them, cost the read path 1,700 instructions per request
+/// in `bash bench/instructions.sh`.)
 fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
     let mut at = at + 1;
     loop {

@@ -11,7 +11,7 @@ fn is_whitespace(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
-fn skip_whitespace(text: &[u8], mut at: usize) -> usize {
+pub(crate) fn skip_whitespace(text: &[u8], mut at: usize) -> usize {
     while at < text.len() && is_whitespace(text[at]) {
         at += 1;
     }
