@@ -35,15 +35,15 @@ use serde_json::Value;
 use crate::raw::RawJson;
 use crate::strict::{self, ParseError, ParseLimits, SERDE_JSON_NUMBER_TOKEN};
 
-mod answer_id;
 mod envelope;
 mod serialize;
 #[cfg(test)]
 mod tests;
+mod top_level;
 
-pub use answer_id::answer_id;
 pub use envelope::{EnvelopeError, validate_method};
 pub use serialize::error_response;
+pub use top_level::{TopLevel, TopLevelScan, answer_id};
 
 /// JSON-RPC "Parse error".
 pub const PARSE_ERROR: i32 = -32700;

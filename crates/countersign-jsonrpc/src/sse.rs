@@ -12,7 +12,7 @@ mod decoder;
 #[cfg(test)]
 mod tests;
 
-pub use decoder::{RawEvent, SseDecoder, SseError};
+pub use decoder::{CUT_EVENT, PASS_FROM_BYTES, PassedPart, Piece, RawEvent, SseDecoder, SseError};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 

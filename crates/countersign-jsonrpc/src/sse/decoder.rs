@@ -10,6 +10,11 @@ use bytes::{Buf as _, Bytes, BytesMut};
 
 use super::{BOM, SseEvent, SseField, join_data};
 
+mod passing;
+
+use passing::Passing;
+pub use passing::{CUT_EVENT, PASS_FROM_BYTES, PassedPart, Piece};
+
 /// Why an event stream was refused. Once a decoder has failed it keeps returning the error:
 /// a stream that lost sync cannot be relayed safely.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -141,6 +146,10 @@ pub struct SseDecoder {
     eof: bool,
     failed: Option<SseError>,
     discarded_partial: bool,
+    /// An event passed on in parts as it arrives ([`passing`]), and where.
+    passing: Option<Passing>,
+    /// A chunk of the passing data line taken whole, to be passed on as it is.
+    direct: Option<Bytes>,
 }
 
 impl fmt::Debug for SseDecoder {
@@ -175,6 +184,8 @@ impl SseDecoder {
             eof: false,
             failed: None,
             discarded_partial: false,
+            passing: None,
+            direct: None,
         }
     }
 
@@ -199,7 +210,8 @@ impl SseDecoder {
             self.event_start = self.event_start.saturating_sub(consumed);
         }
         let needed = self.buf.len() + chunk.len();
-        if needed > self.buf.capacity() && needed > LARGE_EVENT_BYTES {
+        // An event passed on in parts is never held whole.
+        if needed > self.buf.capacity() && needed > LARGE_EVENT_BYTES && self.passing.is_none() {
             // A large event grows the buffer chunk by chunk; doubling would copy it over and
             // over (the allocator moves what it cannot grow in place). Room for the largest
             // event allowed (up to a bound) is taken once instead: address space, its pages
@@ -218,6 +230,10 @@ impl SseDecoder {
 
     /// [`next_event`](SseDecoder::next_event), with the bytes the event arrived as.
     pub fn next_raw_event(&mut self) -> Result<Option<RawEvent>, SseError> {
+        debug_assert!(
+            self.passing.is_none(),
+            "next_raw_event while passing an event"
+        );
         if let Some(err) = &self.failed {
             return Err(err.clone());
         }

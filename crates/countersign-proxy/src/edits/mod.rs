@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use countersign_jsonrpc::RawJson;
-use countersign_jsonrpc::message::{ErrorObject, Message, Payload, RequestId, Response};
+use countersign_jsonrpc::message::{ErrorObject, Message, Payload, RequestId, Response, TopLevel};
 use countersign_policy::Action;
 use serde_json::{Map, Value, json};
 use tracing::warn;
@@ -215,11 +215,18 @@ impl MessageObserver for EditObserver {
         Some(edited)
     }
 
-    /// Only the answer it edits or pins needs a JSON body whole; any other JSON body (a
+    /// Only the answer it edits or pins needs its messages whole; any other answer (a
     /// `tools/call` result, however large) is streamed past it. The list-changed watch loses
-    /// nothing there: a JSON body answers a request, and the notification comes on streams.
-    fn needs_json_body(&self) -> bool {
+    /// nothing there: a JSON body answers a request, and an SSE message passed on in parts is
+    /// still read for its method ([`passed`](MessageObserver::passed)).
+    fn needs_whole_messages(&self) -> bool {
         self.hook.is_some()
+    }
+
+    fn passed(&mut self, message: &TopLevel) {
+        if message.method.as_deref() == Some(LIST_CHANGED) {
+            self.edits.catalog.state.mark_stale(&self.upstream);
+        }
     }
 }
 
@@ -249,15 +256,18 @@ fn upstream_raw_result(body: &[u8], id: &RequestId) -> Option<RawJson> {
     response.outcome.ok()
 }
 
+/// The notification an upstream sends when its tools changed.
+const LIST_CHANGED: &str = "notifications/tools/list_changed";
+
 /// Marks the upstream's catalog stale when a relayed message announces that its tools changed;
 /// the next call is then classified against a fresh listing.
 fn watch_list_changed(data: &[u8], upstream: &str, catalog: &CatalogSync) {
     // Cheap filter first: almost no event is this notification.
-    if memchr::memmem::find(data, b"notifications/tools/list_changed").is_none() {
+    if memchr::memmem::find(data, LIST_CHANGED.as_bytes()).is_none() {
         return;
     }
     if let Ok(Message::Notification(n)) = Message::parse(data)
-        && n.method == "notifications/tools/list_changed"
+        && n.method == LIST_CHANGED
     {
         catalog.state.mark_stale(upstream);
     }

@@ -16,6 +16,7 @@ pub use quiet::QuietLimits;
 pub use sse::{SseRelay, StreamSettings};
 
 use bytes::Bytes;
+use countersign_jsonrpc::message::TopLevel;
 use http::header::{HeaderName, HeaderValue};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
@@ -33,13 +34,20 @@ pub trait MessageObserver: Send {
     /// replacement when it edited it.
     fn observe(&mut self, message: &[u8]) -> Option<Vec<u8>>;
 
-    /// Whether it must see a JSON (non-SSE) body whole, which makes the relay buffer that body
-    /// up to `max_response_bytes` before answering; otherwise the body is streamed and the
-    /// observer never sees it. Defaults to `true`: an observer that does not say is shown
-    /// every message.
-    fn needs_json_body(&self) -> bool {
+    /// Whether it must see every message whole, which may make it edit them. `true` makes the
+    /// relay buffer a JSON (non-SSE) body up to `max_response_bytes` before answering, and
+    /// hold each SSE event until it is complete. Otherwise a JSON body is streamed and the
+    /// observer never sees it, and an SSE event with a long data line is passed on in parts as
+    /// it arrives, the observer told only what [`passed`](MessageObserver::passed) says.
+    /// Defaults to `true`: an observer that does not say is shown every message.
+    fn needs_whole_messages(&self) -> bool {
         true
     }
+
+    /// Sees what was read of an SSE message passed on in parts (only when it does not
+    /// [need whole messages](MessageObserver::needs_whole_messages)): its top level, as the
+    /// bytes went by.
+    fn passed(&mut self, _message: &TopLevel) {}
 }
 
 /// The observer of one response.
@@ -97,7 +105,7 @@ pub async fn relay(
             ..streams.clone()
         };
         SseRelay::new(body, &settings, metrics, route.label, observer, pending).boxed_unsync()
-    } else if let Some(observer) = observer.as_mut().filter(|o| o.needs_json_body()) {
+    } else if let Some(observer) = observer.as_mut().filter(|o| o.needs_whole_messages()) {
         let bytes = buffer(upstream, body).await?;
         match observer.observe(&bytes) {
             Some(edited) => full(edited),

@@ -26,8 +26,13 @@ impl PendingAnswers {
             return;
         }
         // The id alone, without parsing (and copying) what may be a 16 MiB result.
-        if let Some(id) = answer_id(data) {
-            self.ids.retain(|pending| *pending != id);
+        self.settle(answer_id(data).as_ref());
+    }
+
+    /// Notes the answer to `id`, when a relayed message was one.
+    pub fn settle(&mut self, id: Option<&RequestId>) {
+        if let Some(id) = id {
+            self.ids.retain(|pending| pending != id);
         }
     }
 

@@ -5,6 +5,11 @@
 //! events pass intact. Decoding here (rather than copying bytes) is what later lets the gateway
 //! inspect server messages and inject its own events between them.
 //!
+//! An event is held until it is complete only when the observer needs its message whole (to
+//! edit it). Otherwise an event with a long data line, such as a 16 MiB tool result, is passed
+//! on in parts as it arrives ([`Piece::Part`]) and read for its top level on the way: the relay
+//! holds a chunk of it at a time, not the whole answer.
+//!
 //! A quiet stream gets keep-alive comments and, once its upstream has been silent for the idle
 //! timeout, is ended ([`quiet`](super::quiet)).
 
@@ -14,7 +19,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use countersign_jsonrpc::sse::{RawEvent, SseDecoder, SseError, SseEvent, SseField};
+use countersign_jsonrpc::message::TopLevelScan;
+use countersign_jsonrpc::sse::{PassedPart, Piece, SseDecoder, SseError, SseEvent, SseField};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
@@ -32,21 +38,30 @@ use crate::metrics::{ProxyMetrics, StreamGuard};
 /// arrived; smaller ones are gathered into one frame per drain (one write for many events).
 const OWN_FRAME_BYTES: usize = 16 * 1024;
 
-/// Queues every event `next` yields (after the observer saw it) as frames in `watch.ready`;
-/// whether it queued any. An event nobody edited goes out as the bytes it arrived as
-/// ([`RawEvent::wire`]); one that was edited, or arrived with CR line ends, is re-encoded. A
-/// decoding failure ends the drain: the events before it are still queued, and the failure is
-/// left in `failure` for the caller to cut the stream with.
-fn drain(
-    decoder: &mut SseDecoder,
-    watch: &mut Watch<'_>,
-    next: fn(&mut SseDecoder) -> Result<Option<RawEvent>, SseError>,
-) -> bool {
+/// Queues every event and part the decoder yields (after the observer saw it) as frames in
+/// `watch.ready`, `finishing` the stream when its upstream ended; whether it queued any. An
+/// event nobody edited goes out as the bytes it arrived as ([`RawEvent::wire`]); one that was
+/// edited, or arrived with CR line ends, is re-encoded. A decoding failure ends the drain: the
+/// events before it are still queued, and the failure is left in `failure` for the caller to
+/// cut the stream with.
+///
+/// [`RawEvent::wire`]: countersign_jsonrpc::sse::RawEvent::wire
+fn drain(decoder: &mut SseDecoder, watch: &mut Watch<'_>, finishing: bool) -> bool {
     let queued = watch.ready.len();
     let mut gathered = Vec::new();
+    let pass_long_data = watch
+        .observer
+        .as_ref()
+        .is_none_or(|observer| !observer.needs_whole_messages());
     loop {
-        match next(decoder) {
-            Ok(Some(event)) => {
+        let piece = if finishing {
+            decoder.finish_piece(pass_long_data)
+        } else {
+            decoder.next_piece(pass_long_data)
+        };
+        match piece {
+            Ok(Some(Piece::Part(part))) => watch.passed(part, &mut gathered),
+            Ok(Some(Piece::Event(event))) => {
                 // The data is looked at once, borrowed: a large answer is not copied for it.
                 let edited = event.data().and_then(|data| {
                     watch.pending.saw(&data);
@@ -83,12 +98,36 @@ fn drain(
 struct Watch<'a> {
     observer: &'a mut Option<Observer>,
     pending: &'a mut PendingAnswers,
+    /// The top level of the message being passed on in parts, read so far.
+    passing: &'a mut Option<TopLevelScan>,
     sent_anything: &'a mut bool,
     failure: &'a mut Option<SseError>,
     ready: &'a mut VecDeque<Bytes>,
 }
 
 impl Watch<'_> {
+    /// Reads and queues one part of a message passed on as it arrives (a small one, such as
+    /// its last line end, `gathered` with the events around it); at its end, settles the
+    /// request it answers and tells the observer.
+    fn passed(&mut self, part: PassedPart, gathered: &mut Vec<u8>) {
+        let scan = self.passing.get_or_insert_with(TopLevelScan::default);
+        part.data().for_each(|data| scan.feed(data));
+        let ends_event = part.ends_event();
+        if part.wire().len() >= OWN_FRAME_BYTES {
+            self.queue(std::mem::take(gathered));
+            self.queue_bytes(part.into_wire());
+        } else {
+            gathered.extend_from_slice(part.wire());
+        }
+        if let Some(scan) = self.passing.take_if(|_| ends_event) {
+            let message = scan.finish();
+            self.pending.settle(message.answer_id.as_ref());
+            if let Some(observer) = self.observer.as_mut() {
+                observer.passed(&message);
+            }
+        }
+    }
+
     fn queue(&mut self, gathered: Vec<u8>) {
         if !gathered.is_empty() {
             self.queue_bytes(Bytes::from(gathered));
@@ -142,6 +181,8 @@ pin_project! {
         // Whether any bytes went to the client yet: the stream's start needs a BOM guard.
         sent_anything: bool,
         observer: Option<Observer>,
+        // The top level of an event being passed on in parts, read so far.
+        passing: Option<TopLevelScan>,
         // The requests whose answers have not passed yet, answered with an error if the stream
         // has to be cut.
         pending: PendingAnswers,
@@ -193,6 +234,7 @@ impl<B> SseRelay<B> {
             upstream_done: false,
             sent_anything: false,
             observer,
+            passing: None,
             pending,
             failure: None,
             ready: VecDeque::new(),
@@ -248,11 +290,12 @@ where
             let mut watch = Watch {
                 observer: this.observer,
                 pending: this.pending,
+                passing: this.passing,
                 sent_anything: this.sent_anything,
                 failure: this.failure,
                 ready: this.ready,
             };
-            if drain(this.decoder, &mut watch, SseDecoder::next_raw_event) {
+            if drain(this.decoder, &mut watch, false) {
                 continue;
             }
             if this.failure.is_some() {
@@ -285,15 +328,21 @@ where
                         );
                         this.metrics.record_limit_hit("sse_idle_timeout");
                         // A half-received event is dropped with the upstream: the client sees
-                        // only whole events, then a clean end.
+                        // only whole events (one passed on in part is ended as cut), then a
+                        // clean end.
                         this.upstream.set(None);
                         *this.upstream_done = true;
-                        return Poll::Ready(None);
+                        *this.passing = None;
+                        return Poll::Ready(
+                            this.decoder
+                                .cut_passed_event()
+                                .map(|cut| Ok(Frame::data(cut))),
+                        );
                     }
                 },
                 Poll::Ready(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
-                        this.decoder.push(&data);
+                        this.decoder.push_bytes(data);
                     }
                 }
                 Poll::Ready(Some(Err(error))) => {
@@ -309,11 +358,12 @@ where
                     let mut watch = Watch {
                         observer: this.observer,
                         pending: this.pending,
+                        passing: this.passing,
                         sent_anything: this.sent_anything,
                         failure: this.failure,
                         ready: this.ready,
                     };
-                    drain(this.decoder, &mut watch, SseDecoder::finish_raw);
+                    drain(this.decoder, &mut watch, true);
                     // Queued frames go first, then the failure if any, then the end.
                     continue;
                 }
@@ -326,8 +376,9 @@ where
     }
 }
 
-/// Ends the stream on `error`: logs it, drops the upstream, and sends each request still waiting
-/// for its answer a JSON-RPC error event, so no client waits on a stream that silently ended.
+/// Ends the stream on `error`: logs it, drops the upstream, ends an event passed on in part as
+/// one no client reads as a message, and sends each request still waiting for its answer a
+/// JSON-RPC error event, so no client waits on a stream that silently ended.
 fn cut<B>(
     this: &mut SseRelayProj<'_, B>,
     error: &ProxyError,
@@ -335,10 +386,16 @@ fn cut<B>(
     warn!(upstream = *this.upstream_label, %error, "upstream event stream cut");
     this.upstream.set(None);
     *this.upstream_done = true;
-    let answers = this.pending.answer_all(error);
-    if answers.is_empty() {
+    let mut out = this
+        .decoder
+        .cut_passed_event()
+        .map(Vec::from)
+        .unwrap_or_default();
+    *this.passing = None;
+    out.extend_from_slice(&this.pending.answer_all(error));
+    if out.is_empty() {
         return None;
     }
     *this.sent_anything = true;
-    Some(Ok(Frame::data(Bytes::from(answers))))
+    Some(Ok(Frame::data(Bytes::from(out))))
 }
