@@ -314,6 +314,9 @@ where
             match polled {
                 Poll::Pending => match this.quiet.poll_due(this.timer.as_mut(), cx) {
                     Due::Nothing => return Poll::Pending,
+                    // A comment now would land inside the event being passed on; the clock
+                    // counts it as sent, and the idle timeout still applies.
+                    Due::KeepAlive if this.decoder.passing_an_event() => continue,
                     Due::KeepAlive => {
                         // The comment now opens the stream, so no later event needs the
                         // stream-start BOM guard.

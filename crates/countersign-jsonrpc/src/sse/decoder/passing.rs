@@ -141,6 +141,12 @@ impl SseDecoder {
         }
     }
 
+    /// Whether an event is being passed on in parts: until it ends, nothing may be sent between
+    /// its parts (not even a comment, which would land inside its line).
+    pub fn passing_an_event(&self) -> bool {
+        self.passing.is_some()
+    }
+
     /// The bytes that end an event passed on in part, when one was, as the decoder stops
     /// passing it: a line end if it stopped inside a line, then the [`CUT_EVENT`] type and the
     /// blank line.

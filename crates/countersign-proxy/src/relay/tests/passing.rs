@@ -190,3 +190,30 @@ async fn a_passed_answer_settles_its_request_and_a_cut_one_is_no_message_to_the_
     assert_eq!(messages[1]["id"], 2, "only 2 is still owed an answer");
     assert_eq!(messages[1]["error"]["code"], -32603);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_passed_event_the_upstream_leaves_unfinished_ends_cut_when_the_stream_goes_idle() {
+    let answer = long_answer(1, 100_000);
+    let (upstream, body) = live_upstream();
+    let mut relay = std::pin::pin!(relay(body, None));
+    upstream
+        .send(Bytes::from(answer[..80_000].to_owned()))
+        .await
+        .expect("relay listens");
+
+    let mut sent = Vec::new();
+    while let Some(frame) = relay.frame().await {
+        let data = frame.expect("frame").into_data().expect("data");
+        sent.push(String::from_utf8(data.to_vec()).expect("utf-8"));
+    }
+
+    assert!(upstream.is_closed(), "ended for idleness");
+    assert!(
+        sent[0].starts_with("event: message\ndata: {"),
+        "passed: {:?}",
+        &sent[0][..30]
+    );
+    let events = client_events(&sent);
+    let kinds: Vec<String> = events.iter().map(event_type).collect();
+    assert_eq!(kinds, [CUT_EVENT], "no message reaches the client");
+}
