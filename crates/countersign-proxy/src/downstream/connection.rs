@@ -225,6 +225,26 @@ impl Connection {
         Ok(())
     }
 
+    /// Writes `first` then `second`, in one system call when the socket takes both.
+    async fn write_all_vectored(&self, mut first: &[u8], mut second: &[u8]) -> io::Result<()> {
+        while !(first.is_empty() && second.is_empty()) {
+            let slices = [io::IoSlice::new(first), io::IoSlice::new(second)];
+            match self.stream.try_write_vectored(&slices) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(written) => {
+                    let from_first = written.min(first.len());
+                    first = &first[from_first..];
+                    second = &second[written - from_first..];
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    self.stream.writable().await?;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `response`; `Ok(true)` when the connection may carry another request. A body
     /// that fails, or does not match the length announced, ends the connection without the
     /// message's end, so the client sees a truncated answer rather than a wrong one.
@@ -282,9 +302,9 @@ impl Connection {
                 let _ = write!(out, "{:x}\r\n", data.len());
             }
             if data.len() >= DIRECT_WRITE {
-                self.write_all(&out).await?;
+                // What is batched (a chunk's size line, at least) and the frame, in one write.
+                self.write_all_vectored(&out, &data).await?;
                 out.clear();
-                self.write_all(&data).await?;
             } else {
                 out.extend_from_slice(&data);
             }

@@ -439,6 +439,70 @@ async fn a_stream_goes_out_chunk_by_chunk_and_the_connection_serves_on() {
 }
 
 #[tokio::test]
+async fn large_frames_reach_a_slow_reader_whole_and_in_order() {
+    let h = start(WAIT).await;
+    let (send, frames) = mpsc::channel(2);
+    *h.frames.lock().unwrap() = Some(frames);
+    let mut stream = TcpStream::connect(h.addr).await.unwrap();
+    stream
+        .write_all(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    // Frames far larger than a socket buffer, each a different byte, so a write that went out
+    // in part and was not resumed where it stopped shows as a wrong or missing byte.
+    let sizes = [300_000, 17, 1 << 20, 16 * 1024, 700_001];
+    let expected: Vec<u8> = sizes
+        .iter()
+        .enumerate()
+        .flat_map(|(n, size)| std::iter::repeat_n(b'a' + n as u8, *size))
+        .collect();
+    let sender = tokio::spawn(async move {
+        for (n, size) in sizes.into_iter().enumerate() {
+            let frame = Bytes::from(vec![b'a' + n as u8; size]);
+            send.send(frame).await.unwrap();
+        }
+    });
+    let mut buf = Vec::new();
+    let answer = tokio::time::timeout(WAIT, async {
+        loop {
+            // A slow reader: small reads, with pauses, so the server's writes fill the socket.
+            let mut piece = [0u8; 4096];
+            let n = stream.read(&mut piece).await.unwrap();
+            buf.extend_from_slice(&piece[..n]);
+            tokio::task::yield_now().await;
+            if n == 0 || buf.ends_with(b"0\r\n\r\n") {
+                break;
+            }
+        }
+        buf.clone()
+    })
+    .await
+    .expect("the whole answer arrives");
+    sender.await.unwrap();
+    let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let body = dechunk(&answer[head_end..]);
+    assert_eq!(body.len(), expected.len());
+    assert!(body == expected, "bytes out of place");
+}
+
+/// The payload of a complete chunked body.
+fn dechunk(mut chunked: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = chunked.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&chunked[..line_end]).unwrap(), 16).unwrap();
+        chunked = &chunked[line_end + 2..];
+        if size == 0 {
+            return body;
+        }
+        body.extend_from_slice(&chunked[..size]);
+        assert_eq!(&chunked[size..size + 2], b"\r\n");
+        chunked = &chunked[size + 2..];
+    }
+}
+
+#[tokio::test]
 async fn a_client_that_goes_away_ends_its_stream_without_waiting_for_an_event() {
     let h = start(WAIT).await;
     let (_send, frames) = mpsc::channel(4);
