@@ -1,11 +1,12 @@
 //! Classification on the request path: the demo store policy (globs, a CEL condition, a
-//! summary template) against a call with about 1 KiB of arguments.
+//! summary template) against a call with about 1 KiB of arguments; and pinning a 1,000-tool
+//! listing, which a `tools/list` answer and a fresh gateway's first call pay for.
 
 use std::hint::black_box;
 
 use countersign_jsonrpc::RawJson;
 use countersign_policy::{CallFacts, Catalog, Method, Policy, Principal};
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
 fn bench_classify(c: &mut Criterion) {
@@ -64,5 +65,34 @@ fn bench_classify(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_classify);
+fn bench_observe(c: &mut Criterion) {
+    let tools: Vec<Value> = (0..1000)
+        .map(|i| {
+            json!({
+                "name": format!("tool_{i:04}"),
+                "title": format!("Tool number {i}"),
+                "description": "Looks something up in the store and says what it found, \
+                    with \"quotes\" and a line break\nso the string writer escapes.",
+                "inputSchema": {"type": "object", "properties": {
+                    "sku": {"type": "string", "description": "the product's SKU"},
+                    "quantity": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "tags": {"type": "array", "items": {"type": "string"}}},
+                    "required": ["sku"], "additionalProperties": false},
+                "annotations": {"readOnlyHint": i % 2 == 0, "destructiveHint": false}
+            })
+        })
+        .collect();
+    c.bench_function(
+        "observe a 1,000-tool listing (pins, definition hashes)",
+        |b| {
+            b.iter_batched(
+                Catalog::new,
+                |mut catalog| black_box(catalog.observe("store", black_box(&tools))),
+                BatchSize::SmallInput,
+            )
+        },
+    );
+}
+
+criterion_group!(benches, bench_classify, bench_observe);
 criterion_main!(benches);

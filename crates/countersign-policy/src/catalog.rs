@@ -6,11 +6,12 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
+use std::io::Write as _;
 use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use countersign_jsonrpc::write_json_string;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -474,48 +475,48 @@ fn extract_definition(tool: &Value) -> Value {
 /// the definition through countersign-token's own JCS hash, which keeps this crate free of
 /// that dependency.
 pub fn definition_hash(definition: &Value) -> String {
-    let mut text = String::new();
+    let mut text = Vec::with_capacity(1024);
     write_sorted(&mut text, definition);
-    URL_SAFE_NO_PAD.encode(Sha256::digest(text.as_bytes()))
+    URL_SAFE_NO_PAD.encode(Sha256::digest(&text))
 }
 
-fn write_sorted(out: &mut String, value: &Value) {
+fn write_sorted(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            out.push(b'{');
             for (i, (key, value)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                write_string(out, key);
-                out.push(':');
+                // Byte for byte serde_json's escaping, which the hashes pinned so far were made
+                // with, without building a `Value` and formatting it for every string.
+                write_json_string(out, key);
+                out.push(b':');
                 write_sorted(out, value);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_sorted(out, item);
             }
-            out.push(']');
+            out.push(b']');
         }
-        Value::String(s) => write_string(out, s),
-        // Null, booleans and numbers (exact text under arbitrary_precision).
-        other => {
-            let _ = write!(out, "{other}");
+        Value::String(s) => write_json_string(out, s),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // The exact received text under arbitrary_precision.
+        Value::Number(number) => {
+            let _ = write!(out, "{number}");
         }
     }
-}
-
-fn write_string(out: &mut String, s: &str) {
-    // serde_json's own escaping: deterministic, and a str always serializes.
-    let _ = write!(out, "{}", Value::from(s));
 }
 
 #[cfg(test)]

@@ -345,9 +345,12 @@ fn sorted_serialization_is_compact_and_escaped() {
     let value: Value =
         serde_json::from_str(r#"{"b": [1, 2.50, null], "a": {"d": "q\"\n", "c": true}}"#)
             .expect("json");
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_sorted(&mut out, &value);
-    assert_eq!(out, r#"{"a":{"c":true,"d":"q\"\n"},"b":[1,2.50,null]}"#);
+    assert_eq!(
+        String::from_utf8(out).expect("utf-8"),
+        r#"{"a":{"c":true,"d":"q\"\n"},"b":[1,2.50,null]}"#
+    );
 }
 
 #[test]
@@ -386,4 +389,70 @@ fn pinned_definition_keeps_only_definition_fields() {
             "annotations"
         ]
     );
+}
+
+/// The canonical text the definition hashes were first made with: serde_json's own escaping of
+/// every string and its display of every other leaf. Pins and tokens carry these hashes, so the
+/// writer must never drift from it.
+fn reference_text(out: &mut String, value: &Value) {
+    use std::fmt::Write as _;
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{}", Value::from(key.as_str()));
+                out.push(':');
+                reference_text(out, value);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                reference_text(out, item);
+            }
+            out.push(']');
+        }
+        other => {
+            let _ = write!(out, "{other}");
+        }
+    }
+}
+
+fn arb_value() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        // Numbers as received text, exponents and all.
+        "-?(0|[1-9][0-9]{0,20})(\\.[0-9]{1,8})?([eE][+-]?[0-9]{1,3})?"
+            .prop_map(|text| serde_json::from_str::<Value>(&text).expect("a JSON number")),
+        any::<String>().prop_map(Value::String),
+        "[\\x00-\\x20\"\\\\/\\x7f\u{80}-\u{10ffff}]{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            proptest::collection::vec((any::<String>(), inner), 0..6)
+                .prop_map(|members| Value::Object(members.into_iter().collect())),
+        ]
+    })
+}
+
+proptest::proptest! {
+    #[test]
+    fn definition_hashes_are_those_of_the_reference_text(value in arb_value()) {
+        let mut text = String::new();
+        reference_text(&mut text, &value);
+        let expected = URL_SAFE_NO_PAD.encode(Sha256::digest(text.as_bytes()));
+        proptest::prop_assert_eq!(definition_hash(&value), expected, "{}", text);
+    }
 }
