@@ -40,6 +40,8 @@ pub mod fold;
 pub mod fuzzing;
 pub mod mcp;
 pub mod message;
+#[cfg(test)]
+mod pieces;
 pub mod raw;
 pub mod sse;
 pub mod strict;

@@ -249,23 +249,9 @@ impl SseDecoder {
             self.bom_resolved = true;
         }
         loop {
-            if self.skip_lf {
-                match self.buf.get(self.pos) {
-                    None => return self.out_of_input(),
-                    Some(b'\n') => {
-                        self.pos += 1;
-                        self.scanned = self.scanned.max(self.pos);
-                    }
-                    Some(_) => {}
-                }
-                self.skip_lf = false;
-            }
-            let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buf[self.scanned..]) else {
-                self.scanned = self.buf.len();
-                self.check_partial_line();
+            let Some(end) = self.next_line_end() else {
                 return self.out_of_input();
             };
-            let end = self.scanned + offset;
             let start = self.pos;
             let utf8 = self.line_is_utf8(start, end);
             self.skip_lf = self.buf[end] == b'\r';
@@ -293,6 +279,37 @@ impl SseDecoder {
     /// Whether [`finish`](SseDecoder::finish) dropped an unterminated trailing event.
     pub fn discarded_partial(&self) -> bool {
         self.discarded_partial
+    }
+
+    /// Where the current line ends, past the LF of a CRLF whose CR ended the last line; `None`
+    /// when the input ends first, what arrived of the line then checked as UTF-8.
+    fn next_line_end(&mut self) -> Option<usize> {
+        if self.skip_lf {
+            if *self.buf.get(self.pos)? == b'\n' {
+                self.pos += 1;
+                self.scanned = self.scanned.max(self.pos);
+            }
+            self.skip_lf = false;
+        }
+        match memchr::memchr2(b'\n', b'\r', &self.buf[self.scanned..]) {
+            Some(offset) => Some(self.scanned + offset),
+            None => {
+                self.scanned = self.buf.len();
+                self.check_partial_line();
+                None
+            }
+        }
+    }
+
+    /// Adds `passed` bytes to the event's count; fails once the event, with `unfinished` bytes
+    /// of a line still arriving, is past the bound.
+    fn count_event_bytes(&mut self, passed: usize, unfinished: usize) -> Result<(), SseError> {
+        self.event_bytes = self.event_bytes.saturating_add(passed);
+        if self.event_bytes.saturating_add(unfinished) > self.max_event_bytes {
+            let max = self.max_event_bytes;
+            return self.fail(SseError::EventTooLarge { max });
+        }
+        Ok(())
     }
 
     /// Checks what arrived of the current, unfinished line. A character cut off at the end
@@ -326,10 +343,7 @@ impl SseDecoder {
 
     fn out_of_input(&mut self) -> Result<Option<RawEvent>, SseError> {
         let partial_line = self.buf.len() - self.pos;
-        if self.event_bytes.saturating_add(partial_line) > self.max_event_bytes {
-            let max = self.max_event_bytes;
-            return self.fail(SseError::EventTooLarge { max });
-        }
+        self.count_event_bytes(0, partial_line)?;
         if self.eof {
             if partial_line > 0 || !self.fields.is_empty() {
                 self.discarded_partial = true;

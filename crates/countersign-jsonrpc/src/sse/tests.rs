@@ -528,14 +528,7 @@ proptest! {
     ) {
         let mut stream = [b"data: ".as_slice(), &stream].concat();
         stream.extend_from_slice(b"\n\n");
-        let mut at: Vec<usize> = cuts.iter().map(|cut| cut.index(stream.len() + 1)).collect();
-        at.sort_unstable();
-        let mut chunks = Vec::new();
-        let mut from = 0;
-        for cut in at.into_iter().chain([stream.len()]) {
-            chunks.push(&stream[from..cut]);
-            from = cut;
-        }
+        let chunks = crate::pieces::cut(&stream, cuts.iter().map(|cut| cut.index(stream.len() + 1)));
         prop_assert_eq!(decode_chunks(chunks), decode_chunks([stream.as_slice()]));
     }
 

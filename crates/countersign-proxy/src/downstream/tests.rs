@@ -409,16 +409,22 @@ async fn a_transfer_encoded_body_is_never_read_and_ends_the_connection() {
     assert!(!seen[0].headers.contains_key("content-length"));
 }
 
-#[tokio::test]
-async fn a_stream_goes_out_chunk_by_chunk_and_the_connection_serves_on() {
-    let h = start(WAIT).await;
-    let (send, frames) = mpsc::channel(4);
+/// A client connection that asked for `/stream`, whose answer is the frames sent to `frames`.
+async fn open_stream(h: &Harness, frames: mpsc::Receiver<Bytes>) -> TcpStream {
     *h.frames.lock().unwrap() = Some(frames);
     let mut stream = TcpStream::connect(h.addr).await.unwrap();
     stream
         .write_all(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
+    stream
+}
+
+#[tokio::test]
+async fn a_stream_goes_out_chunk_by_chunk_and_the_connection_serves_on() {
+    let h = start(WAIT).await;
+    let (send, frames) = mpsc::channel(4);
+    let mut stream = open_stream(&h, frames).await;
     let mut buf = Vec::new();
     send.send(Bytes::from_static(b"event: one\n\n"))
         .await
@@ -442,12 +448,7 @@ async fn a_stream_goes_out_chunk_by_chunk_and_the_connection_serves_on() {
 async fn large_frames_reach_a_slow_reader_whole_and_in_order() {
     let h = start(WAIT).await;
     let (send, frames) = mpsc::channel(2);
-    *h.frames.lock().unwrap() = Some(frames);
-    let mut stream = TcpStream::connect(h.addr).await.unwrap();
-    stream
-        .write_all(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let mut stream = open_stream(&h, frames).await;
     // Frames far larger than a socket buffer, each a different byte, so a write that went out
     // in part and was not resumed where it stopped shows as a wrong or missing byte.
     let sizes = [300_000, 17, 1 << 20, 16 * 1024, 700_001];
@@ -506,14 +507,9 @@ fn dechunk(mut chunked: &[u8]) -> Vec<u8> {
 async fn a_client_that_goes_away_ends_its_stream_without_waiting_for_an_event() {
     let h = start(WAIT).await;
     let (_send, frames) = mpsc::channel(4);
-    *h.frames.lock().unwrap() = Some(frames);
     let (dropped_tx, dropped) = tokio::sync::oneshot::channel();
     *h.dropped.lock().unwrap() = Some(dropped_tx);
-    let mut stream = TcpStream::connect(h.addr).await.unwrap();
-    stream
-        .write_all(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let mut stream = open_stream(&h, frames).await;
     let mut buf = Vec::new();
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
         assert!(fill(&mut stream, &mut buf).await);

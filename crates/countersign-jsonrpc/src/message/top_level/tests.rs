@@ -101,13 +101,9 @@ fn a_large_result_with_escaped_quotes_is_passed_over() {
 
 /// What the scan finds in `text` fed as the pieces that `cuts` (offsets into it) make.
 fn scan_in_pieces(text: &[u8], cuts: &[usize]) -> TopLevel {
-    let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut % (text.len() + 1)).collect();
-    cuts.sort_unstable();
     let mut scan = TopLevelScan::default();
-    let mut from = 0;
-    for cut in cuts.into_iter().chain([text.len()]) {
-        scan.feed(&text[from..cut]);
-        from = cut;
+    for piece in crate::pieces::cut(text, cuts.iter().copied()) {
+        scan.feed(piece);
     }
     scan.finish()
 }

@@ -196,20 +196,7 @@ impl SseDecoder {
             let data = 0..chunk.len();
             return Ok(Some(PassedPart::new(chunk, Some(data))));
         }
-        if self.skip_lf {
-            match self.buf.get(self.pos) {
-                None => return self.out_of_passing_input(),
-                Some(b'\n') => {
-                    self.pos += 1;
-                    self.scanned = self.scanned.max(self.pos);
-                }
-                Some(_) => {}
-            }
-            self.skip_lf = false;
-        }
-        let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buf[self.scanned..]) else {
-            self.scanned = self.buf.len();
-            self.check_partial_line();
+        let Some(end) = self.next_line_end() else {
             if self.passing != Some(Passing::InLine) {
                 return self.out_of_passing_input();
             }
@@ -226,7 +213,7 @@ impl SseDecoder {
             let data = 0..wire.len();
             return Ok(Some(PassedPart::new(wire, Some(data))));
         };
-        let (start, end) = (self.pos, self.scanned + offset);
+        let start = self.pos;
         if !self.line_is_utf8(start, end) {
             return self.fail(SseError::InvalidUtf8);
         }
@@ -268,17 +255,6 @@ impl SseDecoder {
         let mut part = PassedPart::new(wire, None);
         part.ends_event = true;
         Ok(Some(part))
-    }
-
-    /// Adds `passed` bytes to the event's count; fails once the event, with `unfinished` bytes
-    /// of a line still arriving, is past the bound.
-    fn count_event_bytes(&mut self, passed: usize, unfinished: usize) -> Result<(), SseError> {
-        self.event_bytes = self.event_bytes.saturating_add(passed);
-        if self.event_bytes.saturating_add(unfinished) > self.max_event_bytes {
-            let max = self.max_event_bytes;
-            return self.fail(SseError::EventTooLarge { max });
-        }
-        Ok(())
     }
 
     /// The buffer now starts where the next unread byte is.

@@ -20,7 +20,7 @@ struct Relayed {
 }
 
 impl Relayed {
-    fn take(&mut self, decoder: &mut SseDecoder, passing: &mut Option<Vec<u8>>, piece: Piece) {
+    fn take(&mut self, passing: &mut Option<Vec<u8>>, piece: Piece) {
         match piece {
             Piece::Event(event) => {
                 self.wire
@@ -43,7 +43,6 @@ impl Relayed {
                 }
             }
         }
-        let _ = decoder;
     }
 }
 
@@ -56,7 +55,7 @@ fn relay(stream: &[u8], chunk: usize) -> Result<Relayed, (SseError, Relayed)> {
         decoder.push_bytes(Bytes::copy_from_slice(piece));
         loop {
             match decoder.next_piece(true) {
-                Ok(Some(piece)) => relayed.take(&mut decoder, &mut passing, piece),
+                Ok(Some(piece)) => relayed.take(&mut passing, piece),
                 Ok(None) => break,
                 Err(error) => return Err((error, relayed)),
             }
@@ -64,7 +63,7 @@ fn relay(stream: &[u8], chunk: usize) -> Result<Relayed, (SseError, Relayed)> {
     }
     loop {
         match decoder.finish_piece(true) {
-            Ok(Some(piece)) => relayed.take(&mut decoder, &mut passing, piece),
+            Ok(Some(piece)) => relayed.take(&mut passing, piece),
             Ok(None) => return Ok(relayed),
             Err(error) => return Err((error, relayed)),
         }
