@@ -28,9 +28,34 @@ pub use temp::{TempDir, TempFile};
 pub use upstream::{RecordedRequest, RecordingUpstream, Reply};
 
 /// A TCP port that was free a moment ago, for processes that need a port number up front.
+///
+/// Ports come from below the kernel's ephemeral range. A port the kernel handed out with
+/// `bind(0)` is an ephemeral one, and any outgoing connection on the machine (another test's
+/// client, Redis, a package download) may take it as its source port between this call and the
+/// process binding it: the gateway then fails with "Address already in use". Below the range
+/// only listeners ever bind, and each test process walks its own pid-seeded sequence, so two
+/// parallel test processes rarely meet and a port one of them holds is skipped.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("binding an ephemeral loopback port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOWEST: u32 = 10_000;
+    let below = ephemeral_low().saturating_sub(LOWEST).max(1);
+    let seed = std::process::id().wrapping_mul(7_919);
+    for _ in 0..below {
+        let offset = seed.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % below;
+        let port = u16::try_from(LOWEST + offset).expect("ports stay below the ephemeral range");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port between {LOWEST} and the ephemeral range")
+}
+
+/// The lowest port of the kernel's ephemeral range (32768 where it cannot be read).
+fn ephemeral_low() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .filter(|&low: &u32| low > 11_000 && low <= 65_535)
+        .unwrap_or(32_768)
 }
