@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use countersign_testkit::free_port;
+use countersign_testkit::{TempDir, free_port};
 use http_body_util::{BodyExt as _, Full};
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -42,11 +42,9 @@ impl Driver {
     pub async fn browser(&self) -> Browser {
         let chromium =
             std::env::var("COUNTERSIGN_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-        let profile = std::env::temp_dir().join(format!(
-            "countersign-chromium-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
+        // A directory of its own, removed when the browser is dropped (Chromium writes a few
+        // MiB of profile into it per session).
+        let profile = TempDir::new();
         let capabilities = json!({ "capabilities": { "alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
@@ -54,7 +52,7 @@ impl Driver {
                 "args": [
                     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                     "--window-size=900,1300", "--no-first-run", "--disable-extensions",
-                    format!("--user-data-dir={}", profile.display()),
+                    format!("--user-data-dir={}", profile.path().display()),
                 ],
             },
         }}});
@@ -66,6 +64,7 @@ impl Driver {
         Browser {
             port: self.port,
             session,
+            _profile: profile,
         }
     }
 }
@@ -75,6 +74,7 @@ impl Driver {
 pub struct Browser {
     port: u16,
     session: String,
+    _profile: TempDir,
 }
 
 impl Browser {

@@ -541,6 +541,38 @@ async fn an_annotation_flip_does_not_lower_a_pinned_risk() {
     assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
 }
 
+#[tokio::test]
+async fn a_tool_that_lowers_its_claim_is_still_offered_the_token_its_calls_need() {
+    let (h, tools) = start("").await;
+    hold(&h, &[], "delete_order", json!({"id": "o1"})).await;
+    tools.lock().expect("lock")[2]["annotations"] = json!({"readOnlyHint": true});
+    post_sse(&h, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await;
+    // The listing is explained against the pins calls are classified by: the pinned risk
+    // stays destructive, so the tool keeps the argument a held call's token goes in.
+    let answer = h
+        .post_ok(&[], r#"{"jsonrpc":"2.0","id":6,"method":"tools/list"}"#)
+        .await;
+    let listed = answer["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|tool| tool["name"] == "delete_order")
+        .expect("listed");
+    assert_eq!(
+        listed["annotations"]["readOnlyHint"], true,
+        "the upstream's new claim is relayed"
+    );
+    assert_eq!(
+        listed["inputSchema"]["properties"]["confirmationToken"]["type"], "string",
+        "{listed}"
+    );
+    let answer = h
+        .post_ok(&[], &tool_call(7, "delete_order", json!({"id": "o1"})))
+        .await;
+    assert_eq!(confirmation(&answer)["status"], "requires_confirmation");
+    assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
+}
+
 async fn post_sse(h: &Harness, body: &str) {
     let response = h.post(&[], body).await;
     assert!(

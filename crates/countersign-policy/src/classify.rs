@@ -122,6 +122,19 @@ impl Policy {
     pub fn explain(&self, upstream: &str, tools: &[Value]) -> Vec<Explanation> {
         let mut catalog = Catalog::new();
         catalog.observe(upstream, tools);
+        self.explain_pinned(upstream, tools, &catalog)
+    }
+
+    /// [`Policy::explain`] against the pins `catalog` already holds for `upstream`, as calls
+    /// would be classified against them: for a listing the gateway has just pinned, so it is
+    /// not pinned (and every definition hashed) a second time. A listed tool `catalog` has no
+    /// pin for is explained as an unknown tool.
+    pub fn explain_pinned(
+        &self,
+        upstream: &str,
+        tools: &[Value],
+        catalog: &Catalog,
+    ) -> Vec<Explanation> {
         let principal = Principal::default();
         let arguments = RawJson::empty_object();
         let mut seen = HashSet::new();

@@ -12,6 +12,7 @@
 //! Edits apply to exactly one JSON-RPC response — the answer to the request the client sent —
 //! matched by its id, whether it arrives as a JSON body or as one event of an SSE stream.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use countersign_jsonrpc::RawJson;
@@ -105,25 +106,46 @@ impl ResponseEdits {
         })
     }
 
-    /// Whether a listed tool may be held, so `tools/list` offers it the token argument.
-    fn may_confirm(&self, upstream: &str, tool: &Value) -> bool {
+    /// The listed tools a call to which is never held, so `tools/list` does not offer them the
+    /// token argument. A complete first page is pinned first and explained against those pins,
+    /// as its calls will be classified; any other page is explained on its own. One
+    /// explanation for the whole listing: explaining each tool alone pinned (and hashed) every
+    /// definition once more, most of a large listing's cost.
+    fn listed_tools_never_held(
+        &self,
+        upstream: &str,
+        result: &Map<String, Value>,
+        first_page: bool,
+    ) -> HashSet<String> {
+        let Some(Value::Array(tools)) = result.get("tools") else {
+            return HashSet::new();
+        };
         let policy = self.policy.current();
-        policy
-            .explain(upstream, std::slice::from_ref(tool))
-            .first()
-            .is_none_or(|e| e.action == Action::Confirm || !e.conditional_rules.is_empty())
+        let explanations = if first_page && self.pin_complete_listing(upstream, result) {
+            self.catalog.state.explain(&policy, upstream, tools)
+        } else {
+            policy.explain(upstream, tools)
+        };
+        explanations
+            .into_iter()
+            .filter(|e| e.action != Action::Confirm && e.conditional_rules.is_empty())
+            .map(|e| e.tool)
+            .collect()
     }
 
-    /// Pins a complete first-page listing and shares the pins with the other replicas.
-    fn pin_complete_listing(&self, upstream: &str, result: &Map<String, Value>) {
+    /// Pins a complete listing and shares the pins with the other replicas; false for a page
+    /// with more to come (nothing is pinned from it).
+    fn pin_complete_listing(&self, upstream: &str, result: &Map<String, Value>) -> bool {
         let complete = result
             .get("nextCursor")
             .is_none_or(|c| c.is_null() || c.as_str() == Some(""));
-        if let (true, Some(Value::Array(tools))) = (complete, result.get("tools")) {
-            self.catalog.state.observe(upstream, tools);
-            let (catalog, upstream) = (self.catalog.clone(), upstream.to_owned());
-            tokio::spawn(async move { catalog.share_pins(&upstream).await });
-        }
+        let Some(Value::Array(tools)) = result.get("tools").filter(|_| complete) else {
+            return false;
+        };
+        self.catalog.state.observe(upstream, tools);
+        let (catalog, upstream) = (self.catalog.clone(), upstream.to_owned());
+        tokio::spawn(async move { catalog.share_pins(&upstream).await });
+        true
     }
 
     fn wrap_upstream_state(
@@ -202,13 +224,14 @@ impl MessageObserver for EditObserver {
                 let Value::Object(result) = upstream_result(message, id)? else {
                     return None;
                 };
-                if *edit == ResponseEdit::ToolsList && *first_page {
-                    self.edits.pin_complete_listing(&self.upstream, &result);
-                }
-                let (edits, upstream) = (&self.edits, self.upstream.as_str());
-                edit_result(result, id, *edit, &|_, tool| {
-                    edits.may_confirm(upstream, tool)
-                })
+                let never_held = match edit {
+                    ResponseEdit::ToolsList => {
+                        self.edits
+                            .listed_tools_never_held(&self.upstream, &result, *first_page)
+                    }
+                    ResponseEdit::Instructions => HashSet::new(),
+                };
+                edit_result(result, id, *edit, &|name, _| !never_held.contains(name))
             }
         }?;
         self.hook = None;

@@ -2,7 +2,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use countersign_policy::{Catalog, PinnedTool, Risk};
+use countersign_policy::{Catalog, Explanation, PinnedTool, Policy, Risk};
 use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -166,6 +166,13 @@ impl CatalogState {
         }
         self.metrics
             .record_catalog(upstream, pinned, bounded.refused.len());
+    }
+
+    /// How `policy` treats each tool of `tools` against the pins held for `upstream`
+    /// ([`Policy::explain_pinned`]): for a listing just pinned here, without pinning it again.
+    pub fn explain(&self, policy: &Policy, upstream: &str, tools: &[Value]) -> Vec<Explanation> {
+        let catalog = self.catalog.read().unwrap_or_else(|p| p.into_inner());
+        policy.explain_pinned(upstream, tools, &catalog)
     }
 
     /// The lock held while listing `upstream`.

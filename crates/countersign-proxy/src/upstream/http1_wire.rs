@@ -16,7 +16,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Version};
 
-use crate::http_fields::{content_length, has_connection_token};
+use crate::http_fields::{content_length, has_connection_token, push_decimal};
 
 /// A response head larger than this is refused (hyper's client allowed about 400 KiB of
 /// buffer; MCP heads are a few hundred bytes).
@@ -65,7 +65,7 @@ pub(super) fn encode_request(request: &Request<()>, body: &[u8], out: &mut Vec<u
     }
     if !body.is_empty() || request.method() == http::Method::POST {
         out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(body.len().to_string().as_bytes());
+        push_decimal(out, body.len() as u64);
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
@@ -105,12 +105,19 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> 
             buf.advance(length);
             continue;
         }
+        // One copy of the head, sized to it, that every header value shares, rather than an
+        // allocation per value; and nothing borrowed from the connection's read buffer, which a
+        // long stream's response head would otherwise keep alive.
+        let base = buf.as_ptr() as usize;
+        let head = Bytes::copy_from_slice(&buf[..length]);
         let mut map = HeaderMap::with_capacity(parsed.headers.len());
         for header in parsed.headers.iter() {
             let name = HeaderName::from_bytes(header.name.as_bytes())
                 .map_err(|_| WireError::Head(format!("header name {:?}", header.name)))?;
-            let value = HeaderValue::from_bytes(header.value)
-                .map_err(|_| WireError::Head(format!("value of {name}")))?;
+            let start = header.value.as_ptr() as usize - base;
+            let value =
+                HeaderValue::from_maybe_shared(head.slice(start..start + header.value.len()))
+                    .map_err(|_| WireError::Head(format!("value of {name}")))?;
             map.append(name, value);
         }
         let http10 = parsed.version == Some(0);
