@@ -65,8 +65,10 @@ fn bench_classify(c: &mut Criterion) {
     });
 }
 
-fn bench_observe(c: &mut Criterion) {
-    let tools: Vec<Value> = (0..1000)
+/// A 1,000-tool listing with realistic definitions: a title, a description that needs
+/// escaping, an input schema with three properties, and annotations.
+fn listing() -> Vec<Value> {
+    (0..1000)
         .map(|i| {
             json!({
                 "name": format!("tool_{i:04}"),
@@ -81,7 +83,11 @@ fn bench_observe(c: &mut Criterion) {
                 "annotations": {"readOnlyHint": i % 2 == 0, "destructiveHint": false}
             })
         })
-        .collect();
+        .collect()
+}
+
+fn bench_observe(c: &mut Criterion) {
+    let tools = listing();
     c.bench_function(
         "observe a 1,000-tool listing (pins, definition hashes)",
         |b| {
@@ -94,5 +100,16 @@ fn bench_observe(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench_classify, bench_observe);
+/// Every client's `tools/list` pins the same listing again: the common case once a gateway runs.
+fn bench_observe_again(c: &mut Criterion) {
+    let tools = listing();
+    let mut catalog = Catalog::new();
+    catalog.observe("store", &tools);
+    c.bench_function(
+        "observe the same 1,000-tool listing again (pins unchanged)",
+        |b| b.iter(|| black_box(catalog.observe("store", black_box(&tools)))),
+    );
+}
+
+criterion_group!(benches, bench_classify, bench_observe, bench_observe_again);
 criterion_main!(benches);

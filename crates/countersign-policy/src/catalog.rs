@@ -305,9 +305,25 @@ impl Catalog {
             }
             let is_suspicious = !reasons.is_empty();
 
-            let definition = Arc::new(extract_definition(tool));
-            let hash = definition_hash(&definition);
-            let annotations = ToolAnnotations::from_value(definition.get("annotations"));
+            // A tool listed as it was pinned keeps its definition, hash and hints: every client's
+            // `tools/list` repeats the same listing, and copying and hashing each definition
+            // again was most of what pinning it cost.
+            let (definition, hash, annotations) = match pins
+                .get(name)
+                .filter(|pin| is_listed_as(tool, &pin.definition))
+            {
+                Some(pin) => (
+                    pin.definition.clone(),
+                    pin.definition_hash.clone(),
+                    pin.annotations,
+                ),
+                None => {
+                    let definition = Arc::new(extract_definition(tool));
+                    let hash = definition_hash(&definition);
+                    let annotations = ToolAnnotations::from_value(definition.get("annotations"));
+                    (definition, hash, annotations)
+                }
+            };
             let computed_risk = if is_suspicious {
                 Risk::Unknown
             } else {
@@ -455,6 +471,39 @@ impl Catalog {
                 Ok(pin.pinned_risk)
             }
         }
+    }
+}
+
+/// Whether `tool`, as listed, has exactly `definition` ([`extract_definition`] of it would be
+/// equal). Equal values write the same sorted text, so an equal definition has the pinned hash;
+/// an unequal one is hashed again (and may still hash the same: key order is not compared by
+/// the hash, nor by this).
+fn is_listed_as(tool: &Value, definition: &Value) -> bool {
+    DEFINITION_FIELDS
+        .iter()
+        .all(|field| match (tool.get(field), definition.get(field)) {
+            (Some(listed), Some(pinned)) => same_value(listed, pinned),
+            (listed, pinned) => listed.is_none() && pinned.is_none(),
+        })
+}
+
+/// `a == b`, faster for the usual case of objects whose keys come in the same order (an upstream
+/// lists its tools the same way each time): their members are compared in step instead of each
+/// key being looked up in the other object.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) if a.len() == b.len() => {
+            if a.keys().eq(b.keys()) {
+                // The same keys in the same order: equal exactly when every value is.
+                a.values().zip(b.values()).all(|(a, b)| same_value(a, b))
+            } else {
+                a == b
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_value(a, b))
+        }
+        _ => a == b,
     }
 }
 

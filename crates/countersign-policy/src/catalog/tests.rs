@@ -447,7 +447,55 @@ fn arb_value() -> impl proptest::strategy::Strategy<Value = Value> {
     })
 }
 
+/// `value` with the members of every object in reverse order.
+fn reverse_members(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .rev()
+                .map(|(key, value)| (key.clone(), reverse_members(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(reverse_members).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A listed tool named `t` with `schema` as its input schema and `description`.
+fn listed(schema: Value, description: Value) -> Value {
+    json!({"name": "t", "description": description, "inputSchema": schema})
+}
+
 proptest::proptest! {
+    /// A re-listed tool keeps its pinned hash only when its definition is unchanged: whatever
+    /// came before, a pin always carries the hash its current definition has when pinned fresh.
+    #[test]
+    fn a_relisted_tool_has_the_hash_of_its_listed_definition(
+        before in (arb_value(), arb_value()),
+        after in (arb_value(), arb_value()),
+        same in proptest::bool::ANY,
+    ) {
+        let after = if same { before.clone() } else { after };
+        let mut relisted = Catalog::new();
+        relisted.observe("s", &[listed(before.0, before.1)]);
+        relisted.observe("s", &[listed(after.0.clone(), after.1.clone())]);
+        let mut fresh = Catalog::new();
+        fresh.observe("s", &[listed(after.0, after.1)]);
+        let (relisted, fresh) = (relisted.get("s", "t").expect("pinned"), fresh.get("s", "t").expect("pinned"));
+        proptest::prop_assert_eq!(&relisted.definition_hash, &fresh.definition_hash);
+        proptest::prop_assert_eq!(&relisted.definition, &fresh.definition);
+        proptest::prop_assert_eq!(relisted.annotations, fresh.annotations);
+    }
+
+    #[test]
+    fn values_are_the_same_exactly_when_equal(a in arb_value(), b in arb_value(), same in proptest::bool::ANY) {
+        let b = if same { a.clone() } else { b };
+        proptest::prop_assert_eq!(same_value(&a, &b), a == b);
+        // The same members in another order are still the same value.
+        let reordered = reverse_members(&a);
+        proptest::prop_assert!(same_value(&a, &reordered));
+    }
+
     #[test]
     fn definition_hashes_are_those_of_the_reference_text(value in arb_value()) {
         let mut text = String::new();
