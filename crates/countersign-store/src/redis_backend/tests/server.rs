@@ -6,6 +6,7 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use countersign_testkit::free_port;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::{Child, Command};
 
@@ -25,7 +26,7 @@ impl RedisServer {
     pub(crate) async fn start_with(extra: &[&str]) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let mut last_error = String::new();
-        // A free port can be taken between our probe and redis-server's bind; try another.
+        // A free port can still be taken between the probe and redis-server's bind; try another.
         for _ in 0..5 {
             let port = free_port();
             let dir = std::env::temp_dir().join(format!(
@@ -125,13 +126,6 @@ impl Drop for RedisServer {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free local port")
 }
 
 async fn answers_ping(port: u16) -> bool {
