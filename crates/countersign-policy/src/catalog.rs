@@ -4,7 +4,6 @@
 //! Pure data: the proxy fetches `tools/list` (all pages), feeds the complete listing to
 //! [`Catalog::observe`] and keeps the catalog behind an `RwLock` or swaps cloned snapshots.
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
 use std::sync::Arc;
@@ -305,93 +304,86 @@ impl Catalog {
             }
             let is_suspicious = !reasons.is_empty();
 
-            // A tool listed as it was pinned keeps its definition, hash and hints: every client's
-            // `tools/list` repeats the same listing, and copying and hashing each definition
-            // again was most of what pinning it cost.
-            let (definition, hash, annotations) = match pins
-                .get(name)
-                .filter(|pin| is_listed_as(tool, &pin.definition))
-            {
-                Some(pin) => (
-                    pin.definition.clone(),
-                    pin.definition_hash.clone(),
-                    pin.annotations,
-                ),
-                None => {
-                    let definition = Arc::new(extract_definition(tool));
-                    let hash = definition_hash(&definition);
-                    let annotations = ToolAnnotations::from_value(definition.get("annotations"));
-                    (definition, hash, annotations)
+            let computed_risk = |annotations: ToolAnnotations| {
+                if is_suspicious {
+                    Risk::Unknown
+                } else {
+                    annotations.risk()
                 }
             };
-            let computed_risk = if is_suspicious {
-                Risk::Unknown
-            } else {
-                annotations.risk()
-            };
 
-            match pins.entry(name.to_owned()) {
-                Entry::Vacant(slot) => {
-                    slot.insert(PinnedTool {
+            let Some(pin) = pins.get_mut(name) else {
+                let listed = Definition::of(tool);
+                let risk = computed_risk(listed.annotations);
+                pins.insert(
+                    name.to_owned(),
+                    PinnedTool {
                         name: name.to_owned(),
-                        definition,
-                        definition_hash: hash.clone(),
-                        pinned_hash: hash,
-                        annotations,
-                        computed_risk,
-                        pinned_risk: computed_risk,
+                        definition: listed.value,
+                        definition_hash: listed.hash.clone(),
+                        pinned_hash: listed.hash,
+                        annotations: listed.annotations,
+                        computed_risk: risk,
+                        pinned_risk: risk,
                         status: if is_suspicious {
                             PinStatus::Suspicious
                         } else {
                             PinStatus::Pinned
                         },
+                    },
+                );
+                if is_suspicious {
+                    events.push(suspicious(name, reasons.join("; ")));
+                } else {
+                    events.push(CatalogEvent::Added {
+                        upstream: upstream.to_owned(),
+                        tool: name.to_owned(),
+                        risk,
                     });
-                    if is_suspicious {
-                        events.push(suspicious(name, reasons.join("; ")));
-                    } else {
-                        events.push(CatalogEvent::Added {
-                            upstream: upstream.to_owned(),
-                            tool: name.to_owned(),
-                            risk: computed_risk,
-                        });
-                    }
                 }
-                Entry::Occupied(mut slot) => {
-                    let pin = slot.get_mut();
-                    let was = pin.status;
-                    let old_risk = pin.pinned_risk;
-                    let changed = pin.definition_hash != hash;
-                    pin.pinned_risk = pin.pinned_risk.max(computed_risk);
-                    pin.computed_risk = computed_risk;
-                    if changed {
-                        pin.definition = definition;
-                        pin.definition_hash = hash;
-                        pin.annotations = annotations;
-                    }
-                    pin.status = if is_suspicious {
-                        PinStatus::Suspicious
-                    } else if pin.definition_hash != pin.pinned_hash {
-                        PinStatus::Changed
-                    } else {
-                        PinStatus::Pinned
-                    };
-                    if is_suspicious && was != PinStatus::Suspicious {
-                        events.push(suspicious(name, reasons.join("; ")));
-                    }
-                    if changed {
-                        events.push(CatalogEvent::Changed {
-                            upstream: upstream.to_owned(),
-                            tool: name.to_owned(),
-                            risk_raised: pin.pinned_risk > old_risk,
-                            risk: pin.pinned_risk,
-                        });
-                    } else if was == PinStatus::Removed {
-                        events.push(CatalogEvent::Restored {
-                            upstream: upstream.to_owned(),
-                            tool: name.to_owned(),
-                        });
-                    }
+                continue;
+            };
+
+            let was = pin.status;
+            let old_risk = pin.pinned_risk;
+            // A tool listed as it was pinned keeps its definition, hash and hints: every client's
+            // `tools/list` repeats the same listing, and copying and hashing each definition
+            // again was most of what pinning it cost.
+            let changed = !is_listed_as(tool, &pin.definition) && {
+                let listed = Definition::of(tool);
+                let changed = listed.hash != pin.definition_hash;
+                if changed {
+                    pin.definition = listed.value;
+                    pin.definition_hash = listed.hash;
+                    pin.annotations = listed.annotations;
                 }
+                changed
+            };
+            let risk = computed_risk(pin.annotations);
+            pin.pinned_risk = pin.pinned_risk.max(risk);
+            pin.computed_risk = risk;
+            pin.status = if is_suspicious {
+                PinStatus::Suspicious
+            } else if pin.definition_hash != pin.pinned_hash {
+                PinStatus::Changed
+            } else {
+                PinStatus::Pinned
+            };
+            if is_suspicious && was != PinStatus::Suspicious {
+                events.push(suspicious(name, reasons.join("; ")));
+            }
+            if changed {
+                events.push(CatalogEvent::Changed {
+                    upstream: upstream.to_owned(),
+                    tool: name.to_owned(),
+                    risk_raised: pin.pinned_risk > old_risk,
+                    risk: pin.pinned_risk,
+                });
+            } else if was == PinStatus::Removed {
+                events.push(CatalogEvent::Restored {
+                    upstream: upstream.to_owned(),
+                    tool: name.to_owned(),
+                });
             }
         }
 
@@ -470,6 +462,25 @@ impl Catalog {
                 pin.status = PinStatus::Pinned;
                 Ok(pin.pinned_risk)
             }
+        }
+    }
+}
+
+/// A listed tool's definition as the catalog pins it: the definition fields, their hash and
+/// the hints read from them.
+struct Definition {
+    value: Arc<Value>,
+    hash: String,
+    annotations: ToolAnnotations,
+}
+
+impl Definition {
+    fn of(tool: &Value) -> Self {
+        let value = extract_definition(tool);
+        Definition {
+            hash: definition_hash(&value),
+            annotations: ToolAnnotations::from_value(value.get("annotations")),
+            value: Arc::new(value),
         }
     }
 }
