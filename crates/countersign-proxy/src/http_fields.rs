@@ -56,23 +56,6 @@ fn decimal(digits: &[u8]) -> Result<u64, &'static str> {
     })
 }
 
-/// Appends `number` in decimal, as a `Content-Length` or chunk size is written, without the
-/// `String` that `to_string` would allocate for it.
-pub(crate) fn push_decimal(out: &mut Vec<u8>, number: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    let mut rest = number;
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[start..]);
-}
-
 #[cfg(test)]
 mod tests {
     use http::HeaderValue;
@@ -106,15 +89,6 @@ mod tests {
             headers.append(CONTENT_LENGTH, HeaderValue::from_bytes(value).unwrap());
         }
         headers
-    }
-
-    #[test]
-    fn the_smallest_and_largest_decimals_are_written_whole() {
-        for number in [0, 9, 10, u64::MAX] {
-            let mut out = Vec::new();
-            push_decimal(&mut out, number);
-            assert_eq!(out, number.to_string().into_bytes());
-        }
     }
 
     #[test]
@@ -153,13 +127,6 @@ mod tests {
     }
 
     proptest! {
-        #[test]
-        fn decimals_are_written_as_display_writes_them(number in any::<u64>()) {
-            let mut out = b"x".to_vec();
-            push_decimal(&mut out, number);
-            prop_assert_eq!(out, format!("x{number}").into_bytes());
-        }
-
         #[test]
         fn bytes_read_as_the_text_did(
             values in prop::collection::vec(

@@ -93,7 +93,7 @@ pub(crate) fn encode_head(
     match framing {
         ResponseFraming::Length(length) => {
             out.extend_from_slice(b"content-length: ");
-            crate::http_fields::push_decimal(out, length);
+            out.extend_from_slice(itoa::Buffer::new().format(length).as_bytes());
             out.extend_from_slice(b"\r\n");
         }
         ResponseFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),

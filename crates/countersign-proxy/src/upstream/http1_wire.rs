@@ -16,7 +16,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Version};
 
-use crate::http_fields::{content_length, has_connection_token, push_decimal};
+use crate::http_fields::{content_length, has_connection_token};
 
 /// A response head larger than this is refused (hyper's client allowed about 400 KiB of
 /// buffer; MCP heads are a few hundred bytes).
@@ -65,7 +65,7 @@ pub(super) fn encode_request(request: &Request<()>, body: &[u8], out: &mut Vec<u
     }
     if !body.is_empty() || request.method() == http::Method::POST {
         out.extend_from_slice(b"content-length: ");
-        push_decimal(out, body.len() as u64);
+        out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
