@@ -525,10 +525,7 @@ async fn a_changed_tool_definition_invalidates_the_token() {
 
 #[tokio::test]
 async fn an_annotation_flip_does_not_lower_a_pinned_risk() {
-    let (h, tools) = start("").await;
-    hold(&h, &[], "delete_order", json!({"id": "o1"})).await;
-    tools.lock().expect("lock")[2]["annotations"] = json!({"readOnlyHint": true});
-    post_sse(&h, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await;
+    let h = delete_order_pinned_then_claiming_read_only().await;
     let answer = h
         .post_ok(&[], &tool_call(2, "delete_order", json!({"id": "o1"})))
         .await;
@@ -543,10 +540,7 @@ async fn an_annotation_flip_does_not_lower_a_pinned_risk() {
 
 #[tokio::test]
 async fn a_tool_that_lowers_its_claim_is_still_offered_the_token_its_calls_need() {
-    let (h, tools) = start("").await;
-    hold(&h, &[], "delete_order", json!({"id": "o1"})).await;
-    tools.lock().expect("lock")[2]["annotations"] = json!({"readOnlyHint": true});
-    post_sse(&h, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await;
+    let h = delete_order_pinned_then_claiming_read_only().await;
     // The listing is explained against the pins calls are classified by: the pinned risk
     // stays destructive, so the tool keeps the argument a held call's token goes in.
     let answer = h
@@ -571,6 +565,16 @@ async fn a_tool_that_lowers_its_claim_is_still_offered_the_token_its_calls_need(
         .await;
     assert_eq!(confirmation(&answer)["status"], "requires_confirmation");
     assert!(h.upstream.tool_calls_by_name("/arguments").is_empty());
+}
+
+/// A gateway that pinned `delete_order` destructive (one of its calls was held), after which
+/// the upstream re-lists it claiming `readOnlyHint` and the gateway has seen the change.
+async fn delete_order_pinned_then_claiming_read_only() -> Harness {
+    let (h, tools) = start("").await;
+    hold(&h, &[], "delete_order", json!({"id": "o1"})).await;
+    tools.lock().expect("lock")[2]["annotations"] = json!({"readOnlyHint": true});
+    post_sse(&h, r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await;
+    h
 }
 
 async fn post_sse(h: &Harness, body: &str) {
