@@ -1,7 +1,8 @@
-# Sourced by bench/profile.sh, bench/instructions.sh, bench/syscalls.sh, bench/approval-cpu.sh and
-# bench/yardstick.sh: installing what a script lacks, free ports, the benchmark upstream (one
-# nginx worker answering POST /mcp with bench/upstream_response.json), as bench/run.sh's
-# `direct` target, and stopping what a script started. Expects BENCH (the bench directory) and
+# Sourced by bench/profile.sh, bench/instructions.sh, bench/list-instructions.sh,
+# bench/syscalls.sh, bench/approval-cpu.sh and bench/yardstick.sh: installing what a script
+# lacks, free ports, the benchmark upstream (one nginx worker answering POST /mcp with
+# bench/upstream_response.json), as bench/run.sh's `direct` target, reading a callgrind run's
+# counters, and stopping what a script started. Expects BENCH (the bench directory) and
 # WORK (a scratch directory; begin_run makes one).
 
 # install_missing TOOL=PACKAGE...: installs from Debian the package of each tool that is not on
@@ -103,4 +104,14 @@ http {
     }
 }
 CONF
+}
+
+# callgrind_dump PID NAME: dumps the counters of the gateway that valgrind's callgrind runs as
+# PID (writing into WORK), counted since they were last zeroed; sets CALLGRIND_PROFILE (the
+# dump's file) and CALLGRIND_TOTAL (its instructions, all threads).
+callgrind_dump() {
+    callgrind_control -d "$2" "$1" >/dev/null
+    CALLGRIND_PROFILE=$(ls -t "$WORK"/callgrind.out.* | head -1)
+    CALLGRIND_TOTAL=$(callgrind_annotate "$CALLGRIND_PROFILE" 2>/dev/null \
+        | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
 }

@@ -57,21 +57,19 @@ URL=http://127.0.0.1:$GW/mcp
 # count NAME SECONDS SCRIPT [ARGS...]: instructions per answered request of SECONDS of SCRIPT.
 declare -A per_request
 count() {
-    local name=$1 seconds=$2 script=$3 out requests total
+    local name=$1 seconds=$2 script=$3 out requests
     shift 3
     callgrind_control -z "$GW_PID" >/dev/null
     out=$(wrk -t1 -c8 -d"${seconds}s" -s "$script" "$URL" "$@")
-    callgrind_control -d "$name" "$GW_PID" >/dev/null
+    callgrind_dump "$GW_PID" "$name"
     requests=$(awk '/requests in/ {print $1}' <<<"$out")
     if [[ $name == redeem ]] && ! grep -q 'replays 0, not forwarded 0' <<<"$out"; then
         die "some redemptions were not forwarded exactly once: $out"
     fi
-    total=$(callgrind_annotate "$(ls -t "$WORK"/callgrind.out.* | head -1)" 2>/dev/null \
-        | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-    per_request[$name]=$(awk -v t="$total" -v n="$requests" 'BEGIN {printf "%d", t / n}')
+    per_request[$name]=$(awk -v t="$CALLGRIND_TOTAL" -v n="$requests" 'BEGIN {printf "%d", t / n}')
     if [[ -n ${INSTR_KEEP:-} ]]; then
         mkdir -p "$INSTR_KEEP"
-        cp "$(ls -t "$WORK"/callgrind.out.* | head -1)" "$INSTR_KEEP/callgrind.$name.out"
+        cp "$CALLGRIND_PROFILE" "$INSTR_KEEP/callgrind.$name.out"
     fi
     log "$name: $requests requests, ${per_request[$name]} instructions each"
 }

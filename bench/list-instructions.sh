@@ -68,13 +68,11 @@ log "warming up"
 callgrind_control -z "$GW_PID" >/dev/null
 "$CLIENT_BIN" list --url "$URL" --repeat "$REPEAT" >"$WORK/list.json" \
     || die "the measured session failed"
-callgrind_control -d list "$GW_PID" >/dev/null
-profile=$(ls -t "$WORK"/callgrind.out.* | head -1)
-total=$(callgrind_annotate "$profile" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+callgrind_dump "$GW_PID" list
 tools=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tools"])' "$WORK/list.json")
-[[ -n ${LIST_KEEP:-} ]] && cp "$profile" "$LIST_KEEP"
+[[ -n ${LIST_KEEP:-} ]] && cp "$CALLGRIND_PROFILE" "$LIST_KEEP"
 
 echo
 echo "| tools listed | tools/list sent | instructions per tools/list |"
 echo "|---:|---:|---:|"
-printf '| %s | %s | %s |\n' "$tools" "$REPEAT" "$(awk -v t="$total" -v n="$REPEAT" 'BEGIN {printf "%d", t / n}')"
+printf '| %s | %s | %s |\n' "$tools" "$REPEAT" "$(awk -v t="$CALLGRIND_TOTAL" -v n="$REPEAT" 'BEGIN {printf "%d", t / n}')"
