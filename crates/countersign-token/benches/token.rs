@@ -5,8 +5,8 @@ use std::hint::black_box;
 
 use countersign_jsonrpc::RawJson;
 use countersign_token::{
-    Claims, Keyring, VerifyRules, arguments_hash, arguments_hash_raw, canonicalize, keygen_entry,
-    mint, new_jti, verify,
+    Claims, Keyring, VerifyRules, arguments_hash, arguments_hash_raw, canonicalize,
+    definition_hash, keygen_entry, mint, new_jti, verify,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::Value;
@@ -27,6 +27,49 @@ fn arguments_1k() -> Value {
         items.join(",")
     );
     serde_json::from_str(&text).expect("valid JSON")
+}
+
+/// A tool definition of the size real servers list: a description and an input schema with
+/// nested objects, about 1.5 KiB.
+fn create_order_definition() -> Value {
+    serde_json::json!({
+        "name": "create_order",
+        "description": "Creates an order for a customer. The order is charged and shipped at once; it cannot be undone, only cancelled by a separate call before it ships.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "customer": {"type": "string", "description": "The customer's account name"},
+                "expedite": {"type": "boolean", "description": "Ship by express delivery", "default": false},
+                "items": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 100,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "sku": {"type": "string", "pattern": "^SKU-[0-9]{5}$"},
+                            "quantity": {"type": "integer", "minimum": 1, "maximum": 1000},
+                            "price": {"type": "number", "minimum": 0},
+                            "note": {"type": "string", "maxLength": 200}
+                        },
+                        "required": ["sku", "quantity"],
+                        "additionalProperties": false
+                    }
+                },
+                "shipTo": {
+                    "type": "object",
+                    "properties": {
+                        "city": {"type": "string"},
+                        "zip": {"type": "string", "pattern": "^[0-9]{4,5}$"},
+                        "country": {"type": "string", "enum": ["CH", "DE", "FR", "IT", "AT"]}
+                    },
+                    "required": ["city", "zip"]
+                }
+            },
+            "required": ["customer", "items", "shipTo"]
+        },
+        "annotations": {"title": "Create order", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}
+    })
 }
 
 fn claims(ah: String) -> Claims {
@@ -74,6 +117,11 @@ fn bench(c: &mut Criterion) {
         b.iter(|| arguments_hash_raw(Some(black_box(&raw))))
     });
     group.throughput(Throughput::Elements(1));
+    // The `tdh` a held or redeemed call of a known tool binds.
+    let definition = create_order_definition();
+    group.bench_function("definition_hash", |b| {
+        b.iter(|| definition_hash(black_box(&definition)))
+    });
     group.bench_function("mint", |b| b.iter(|| mint(&keyring, black_box(&claims))));
     group.bench_function("verify", |b| {
         b.iter(|| verify(&keyring, black_box(&token), 1_700_000_100, &rules))

@@ -2,7 +2,7 @@
 //! claims and audit lines built from it.
 
 use countersign_jsonrpc::RawJson;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use countersign_jsonrpc::mcp::ProtocolVersion;
 use countersign_jsonrpc::message::Request;
@@ -42,6 +42,9 @@ pub(super) struct Gated {
     pub(super) judged: Judged,
     pub(super) mirrored: Vec<(HeaderName, HeaderValue)>,
     pub(super) started: Instant,
+    /// [`Gated::definition_hash`], once looked up: a redemption binds it twice (the check, and
+    /// the `approved` state of a 2026-07-28 call).
+    pub(super) tdh: OnceLock<String>,
 }
 
 impl Gated {
@@ -57,11 +60,16 @@ impl Gated {
         &self.route.upstream.name
     }
 
-    pub(super) fn definition_hash(&self) -> String {
-        match &self.judged.pinned {
-            Some(pin) => countersign_token::definition_hash(&pin.definition),
+    /// The `tdh` claim of this call's tool: the hash of its pinned definition.
+    pub(super) fn definition_hash(&self) -> &str {
+        self.tdh.get_or_init(|| match &self.judged.pinned {
+            Some(pin) => self.approvals.definition_hashes.hash(
+                self.upstream(),
+                self.target(),
+                &pin.definition,
+            ),
             None => UNKNOWN_DEFINITION.to_owned(),
-        }
+        })
     }
 
     pub(super) fn has_output_schema(&self) -> bool {
@@ -157,6 +165,17 @@ impl Gated {
 
     /// The claims of an approval artefact for this call on channel `ch`, with its lifetime.
     pub(super) fn claims(&self, ah: String, ph: Option<String>, ch: &str) -> (Claims, u64) {
+        self.claims_with_jti(ah, ph, ch, new_jti())
+    }
+
+    /// [`Gated::claims`] with the given `jti`.
+    pub(super) fn claims_with_jti(
+        &self,
+        ah: String,
+        ph: Option<String>,
+        ch: &str,
+        jti: String,
+    ) -> (Claims, u64) {
         let settings = &self.approvals.settings;
         let now = settings.clock.unix_secs();
         let ttl = self.judged.decision.ttl.as_secs().max(1);
@@ -170,12 +189,12 @@ impl Gated {
             tool: self.target().to_owned(),
             ah,
             ph,
-            tdh: self.definition_hash(),
+            tdh: self.definition_hash().to_owned(),
             rule: self.judged.decision.rule.clone(),
             ch: ch.to_owned(),
             iat: now,
             exp: now + ttl,
-            jti: new_jti(),
+            jti,
             st: None,
             aid: None,
         };

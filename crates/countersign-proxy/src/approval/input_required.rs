@@ -59,19 +59,24 @@ pub(super) fn request_state(call: &Request) -> Option<String> {
 
 /// The bindings of an approved 2026-07-28 call, to mint `approved` states from. Travels in the
 /// forwarded request's extensions to the response edits.
+///
+/// Every approved 2026-07-28 call carries one, and almost none is used (only an upstream that
+/// itself answers `input_required` needs it), so it is shared rather than copied on its way to
+/// the edits, and holds no `jti`: each state minted from it gets a fresh one.
 #[derive(Debug, Clone)]
 pub struct StateWrap {
-    claims: Claims,
+    claims: Arc<Claims>,
     ttl_secs: u64,
     keyring: Arc<Keyring>,
 }
 
 impl StateWrap {
     pub(super) fn for_approved(gated: &Gated, ah: String, ph: Option<String>) -> Self {
-        let (mut claims, ttl_secs) = gated.claims(ah, ph, channel_name::APPROVED);
+        let (mut claims, ttl_secs) =
+            gated.claims_with_jti(ah, ph, channel_name::APPROVED, String::new());
         claims.sid = None;
         Self {
-            claims,
+            claims: Arc::new(claims),
             ttl_secs,
             keyring: gated.approvals.settings.keyring.clone(),
         }
@@ -103,7 +108,7 @@ impl StateWrap {
             exp: now_unix + self.ttl_secs,
             jti: new_jti(),
             st: upstream_state,
-            ..self.claims.clone()
+            ..Claims::clone(&self.claims)
         };
         result.insert(
             "requestState".into(),

@@ -32,6 +32,7 @@ mod batch;
 mod channel;
 mod cleared;
 mod context;
+mod definition_hashes;
 mod elicitation;
 mod held;
 mod hold;
@@ -122,6 +123,8 @@ pub struct Approvals {
     pub settings: ApprovalSettings,
     /// Held calls waiting on this replica, per session and principal.
     held: held::HeldQuestions,
+    /// The `tdh` of each pinned definition approvals were bound to.
+    definition_hashes: definition_hashes::DefinitionHashes,
 }
 
 impl Approvals {
@@ -129,6 +132,7 @@ impl Approvals {
         Self {
             settings,
             held: held::HeldQuestions::default(),
+            definition_hashes: definition_hashes::DefinitionHashes::default(),
         }
     }
 }

@@ -59,7 +59,7 @@ pub(super) async fn redeem(
         tool: gated.target(),
         ah: &ah,
         ph: ph.as_deref(),
-        tdh: &tdh,
+        tdh,
     };
     if let Err(rejection) = check_binding(&claims, &expected) {
         return reject(rejection.into());

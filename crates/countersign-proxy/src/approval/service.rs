@@ -1,5 +1,5 @@
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use countersign_jsonrpc::mcp::ProtocolVersion;
@@ -303,6 +303,7 @@ where
             principal,
             judged,
             mirrored,
+            tdh: OnceLock::new(),
         };
         match gated.judged.decision.action {
             Action::Allow => {

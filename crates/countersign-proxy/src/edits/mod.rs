@@ -68,7 +68,7 @@ impl WatchResponses for ResponseEdits {
         let hook = match payload {
             Some(Payload::Single(Message::Request(call))) => {
                 match request.extensions.get::<StateWrap>() {
-                    Some(wrap) => Some(Hook::WrapState(call.id.clone(), Box::new(wrap.clone()))),
+                    Some(wrap) => Some(Hook::WrapState(call.id.clone(), wrap.clone())),
                     None => self.edit_for(&upstream, &call.method, &call.id, call.params.as_ref()),
                 }
             }
@@ -198,7 +198,7 @@ enum Hook {
         /// whole listing, and it is pinned.
         first_page: bool,
     },
-    WrapState(RequestId, Box<StateWrap>),
+    WrapState(RequestId, StateWrap),
 }
 
 /// Watches one relayed response.
