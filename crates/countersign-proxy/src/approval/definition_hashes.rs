@@ -23,11 +23,7 @@ pub(super) struct DefinitionHashes {
     entries: Mutex<Entries>,
 }
 
-#[derive(Debug, Default)]
-struct Entries {
-    by_upstream: HashMap<String, HashMap<String, Entry>>,
-    count: usize,
-}
+type Entries = HashMap<String, HashMap<String, Entry>>;
 
 #[derive(Debug)]
 struct Entry {
@@ -41,7 +37,6 @@ impl DefinitionHashes {
     pub(super) fn hash(&self, upstream: &str, tool: &str, definition: &Arc<Value>) -> String {
         if let Some(entry) = self
             .lock()
-            .by_upstream
             .get(upstream)
             .and_then(|tools| tools.get(tool))
             .filter(|entry| Arc::ptr_eq(&entry.definition, definition))
@@ -51,21 +46,17 @@ impl DefinitionHashes {
         // Computed outside the lock: other calls go on meanwhile.
         let hash = countersign_token::definition_hash(definition);
         let mut entries = self.lock();
-        if entries.count >= MAX_ENTRIES {
-            *entries = Entries::default();
+        if count(&entries) >= MAX_ENTRIES {
+            entries.clear();
         }
         let entry = Entry {
             definition: definition.clone(),
             hash: hash.clone(),
         };
-        let replaced = entries
-            .by_upstream
+        entries
             .entry(upstream.to_owned())
             .or_default()
             .insert(tool.to_owned(), entry);
-        if replaced.is_none() {
-            entries.count += 1;
-        }
         hash
     }
 
@@ -76,8 +67,13 @@ impl DefinitionHashes {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.lock().count
+        count(&self.lock())
     }
+}
+
+/// Entries over all upstreams: one map per upstream, so a sum over a handful.
+fn count(entries: &Entries) -> usize {
+    entries.values().map(HashMap::len).sum()
 }
 
 #[cfg(test)]
@@ -120,9 +116,12 @@ mod tests {
     fn the_cache_stays_bounded_whatever_is_listed() {
         let hashes = DefinitionHashes::default();
         let pinned = definition("Creates an order.");
-        for i in 0..MAX_ENTRIES + 10 {
+        for i in 0..MAX_ENTRIES {
             hashes.hash("store", &format!("tool_{i}"), &pinned);
         }
-        assert!(hashes.len() <= MAX_ENTRIES, "{}", hashes.len());
+        assert_eq!(hashes.len(), MAX_ENTRIES);
+        // Full: the next new tool starts the cache over.
+        hashes.hash("store", "one_more", &pinned);
+        assert_eq!(hashes.len(), 1);
     }
 }
