@@ -514,13 +514,13 @@ async fn a_token_and_a_request_state_only_work_in_their_own_channel() {
     assert!(h.upstream.tool_calls_by_name("").is_empty());
 }
 
-#[tokio::test]
-async fn an_upstreams_own_input_required_round_trips_without_asking_again() {
-    let h = start("").await;
+/// Calls `two_step` with ids `first` and `first + 1`, approving it in the client; returns the
+/// answer in which the upstream asks its own question, its state wrapped by the gateway.
+async fn upstream_asks_after_approval(h: &Harness, first: u64) -> Value {
     let (_, asked) = post_stateless(
-        &h,
+        h,
         "two_step",
-        &stateless_call(1, "two_step", true, json!({})),
+        &stateless_call(first, "two_step", true, json!({})),
     )
     .await;
     let state = asked["result"]["requestState"]
@@ -530,16 +530,40 @@ async fn an_upstreams_own_input_required_round_trips_without_asking_again() {
     let approve =
         json!({"countersign/approval": {"action": "accept", "content": {"approve": true}}});
     let (_, upstream_asks) = post_stateless(
-        &h,
+        h,
         "two_step",
         &stateless_call(
-            2,
+            first + 1,
             "two_step",
             true,
             json!({"requestState": state, "inputResponses": approve}),
         ),
     )
     .await;
+    upstream_asks
+}
+
+/// Retries `two_step` with the wrapped `state` and the answer to the upstream's question.
+async fn answer_upstream(h: &Harness, id: u64, state: &str) -> Value {
+    let upstream_answer = json!({"upstream_confirm": {"action": "accept", "content": {}}});
+    let (_, answer) = post_stateless(
+        h,
+        "two_step",
+        &stateless_call(
+            id,
+            "two_step",
+            true,
+            json!({"requestState": state, "inputResponses": upstream_answer}),
+        ),
+    )
+    .await;
+    answer
+}
+
+#[tokio::test]
+async fn an_upstreams_own_input_required_round_trips_without_asking_again() {
+    let h = start("").await;
+    let upstream_asks = upstream_asks_after_approval(&h, 1).await;
     let result = &upstream_asks["result"];
     assert_eq!(result["resultType"], "input_required", "{upstream_asks}");
     assert!(result["inputRequests"].get("upstream_confirm").is_some());
@@ -549,18 +573,7 @@ async fn an_upstreams_own_input_required_round_trips_without_asking_again() {
         "the upstream's state travels inside the gateway's: {wrapped}"
     );
 
-    let upstream_answer = json!({"upstream_confirm": {"action": "accept", "content": {}}});
-    let (_, ran) = post_stateless(
-        &h,
-        "two_step",
-        &stateless_call(
-            3,
-            "two_step",
-            true,
-            json!({"requestState": wrapped, "inputResponses": upstream_answer}),
-        ),
-    )
-    .await;
+    let ran = answer_upstream(&h, 3, wrapped).await;
     assert_eq!(ran["result"]["content"][0]["text"], "ran two_step", "{ran}");
     let calls = h.upstream.tool_calls_by_name("");
     assert_eq!(
@@ -575,6 +588,33 @@ async fn an_upstreams_own_input_required_round_trips_without_asking_again() {
     assert_eq!(
         calls[1].1["inputResponses"],
         json!({"upstream_confirm": {"action": "accept", "content": {}}})
+    );
+}
+
+#[tokio::test]
+async fn each_wrapped_state_is_its_own_single_use_approval() {
+    let h = start("").await;
+    let mut wrapped = Vec::new();
+    for first in [1, 3] {
+        let asks = upstream_asks_after_approval(&h, first).await;
+        let state = asks["result"]["requestState"].as_str().expect("state");
+        wrapped.push(state.to_owned());
+    }
+    // Both run: spending one does not spend the other.
+    for (id, state) in [(5, &wrapped[0]), (6, &wrapped[1])] {
+        let ran = answer_upstream(&h, id, state).await;
+        assert_eq!(ran["result"]["content"][0]["text"], "ran two_step", "{ran}");
+    }
+    // And neither runs twice.
+    let replayed = answer_upstream(&h, 7, &wrapped[0]).await;
+    assert_eq!(
+        replayed["result"]["_meta"]["countersign/confirmation"]["code"], "replayed",
+        "{replayed}"
+    );
+    assert_eq!(
+        h.upstream.tool_calls_by_name("").len(),
+        4,
+        "two approved calls and the upstream's two retries, nothing more"
     );
 }
 
