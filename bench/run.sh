@@ -233,14 +233,32 @@ cpu_ticks() {
     echo "$total"
 }
 
-# rss_kib PID... -> VmRSS summed
-rss_kib() {
-    local total=0 pid value
-    for pid in "$@"; do
-        value=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-        total=$((total + ${value:-0}))
+# sample_rss OUT PID...: every 100 ms the VmRSS of the PIDs, summed; their peak is kept in OUT.
+# Runs beside a latency measurement until killed, so it starts no process per sample (bash
+# builtins only, and a FIFO nobody writes to as its clock): a fork and exec every 100 ms is a
+# stall of about a millisecond on whatever CPU it lands, which is the p99 being measured.
+sample_rss() {
+    local out=$1 peak=0 total pid key value tick
+    shift
+    rm -f "$out.tick"
+    mkfifo "$out.tick"
+    exec {tick}<>"$out.tick"
+    while :; do
+        total=0
+        for pid in "$@"; do
+            while read -r key value _; do
+                if [[ $key == VmRSS: ]]; then
+                    total=$((total + value))
+                    break
+                fi
+            done 2>/dev/null <"/proc/$pid/status"
+        done
+        if ((total > peak)); then
+            peak=$total
+            echo "$peak" >"$out"
+        fi
+        read -r -t 0.1 -u "$tick" _ || true
     done
-    echo "$total"
 }
 
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
@@ -377,8 +395,27 @@ mint() {
     MINTED=$(wc -l <"$WORK/minted-all")
 }
 
-# Spent-token keys in the benchmark's Redis: each forwarded redemption adds one.
-redis_keys() { redis-cli -p "$1" dbsize; }
+# drop_spent_keys: removes the spent-token keys of earlier runs from the benchmark's Redis, before
+# a measurement. Those tokens are never sent again, and left alone their keys expire together,
+# `token_ttl` (5 minutes) after they were spent: a peak run leaves 100,000 and more, and Redis
+# expiring that many at once stalls every command for tens of milliseconds, on the CPU of
+# whichever target is being measured five minutes later.
+drop_spent_keys() {
+    [[ $APPROVALS == 1 ]] || return 0
+    redis-cli -p "$redis_port" --scan --pattern '*:jti' | xargs -r -n 1000 redis-cli -p "$redis_port" unlink >/dev/null
+}
+
+# Spent-token keys the benchmark's Redis has ever held: each forwarded redemption adds one. A
+# spent key lives only as long as its token (`token_ttl`, 5 minutes), so the keys of earlier
+# runs expire while later ones are counted: those are added back from the server's own count of
+# expired keys, or a later round would look as if it had spent fewer tokens than it did.
+redis_keys() {
+    local keys expired
+    keys=$(redis-cli -p "$1" dbsize)
+    expired=$(redis-cli -p "$1" info stats | tr -d '\r' | awk -F: '$1 == "expired_keys" {print $2}')
+    [[ $keys =~ ^[0-9]+$ && $expired =~ ^[0-9]+$ ]] || die "cannot count the keys of the Redis on port $1"
+    echo $((keys + expired))
+}
 
 # --- one scenario ----------------------------------------------------------------------------------
 
@@ -535,6 +572,7 @@ run_scenario() {
                 # Twice the run's length of held calls: minting is cheaper than redeeming, so
                 # no connection runs out of tokens.
                 [[ $t == redeem ]] && mint "${url[$t]}" $((2 * DURATION)) "$wrk_threads" "${gen[@]}"
+                drop_spent_keys
                 wait_quiet
                 measure_start
                 "${gen[@]}" wrk -t"$wrk_threads" -c"$CONNECTIONS" -d"${DURATION}s" --latency \
@@ -577,21 +615,8 @@ run_scenario() {
             attempt=0
             while :; do
                 attempt=$((attempt + 1))
+                drop_spent_keys
                 wait_quiet
-                # shellcheck disable=SC2086
-                before=$(cpu_ticks ${pids[$t]})
-                rm -f "$WORK/rss-$t"
-                (
-                    max=0
-                    while :; do
-                        # shellcheck disable=SC2086
-                        v=$(rss_kib ${pids[$t]})
-                        ((v > max)) && max=$v && echo "$max" >"$WORK/rss-$t"
-                        sleep 0.1
-                    done
-                ) &
-                sampler=$!
-                measure_start
                 if [[ $t == redeem ]]; then
                     local mint_seconds
                     # Minting writes every token to a file, so it runs slower than the held
@@ -606,6 +631,16 @@ run_scenario() {
                     done
                     keys_before=$(redis_keys "$redis_port")
                 fi
+                # Minting is over: from here on the run's own CPU, memory and foreign load.
+                # shellcheck disable=SC2086
+                before=$(cpu_ticks ${pids[$t]})
+                rm -f "$WORK/rss-$t"
+                # shellcheck disable=SC2086
+                sample_rss "$WORK/rss-$t" ${pids[$t]} &
+                sampler=$!
+                # Off the measured CPU, as the load generator.
+                ((${#gen[@]} == 0)) || taskset -p -c "${gen[-1]}" "$sampler" >/dev/null
+                measure_start
                 loadgen_request_args "$t"
                 if ! "${gen[@]}" "$LOADGEN" --url "${url[$t]}" "${lg_args[@]}" "${LG_REQUEST[@]}" \
                     --timeline "$RAW/timeline-$scenario-$t-$round.tsv" >"$out"; then
