@@ -260,6 +260,8 @@ sample_rss() {
         read -r -t 0.1 -u "$tick" _ || true
     done
 }
+# Started under the generator's prefix (`taskset`), so a bash of its own runs it.
+export -f sample_rss
 
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 
@@ -635,11 +637,10 @@ run_scenario() {
                 # shellcheck disable=SC2086
                 before=$(cpu_ticks ${pids[$t]})
                 rm -f "$WORK/rss-$t"
+                # On the generator's side, as the load generator: off the measured CPU.
                 # shellcheck disable=SC2086
-                sample_rss "$WORK/rss-$t" ${pids[$t]} &
+                "${gen[@]}" bash -c 'sample_rss "$@"' sample_rss "$WORK/rss-$t" ${pids[$t]} &
                 sampler=$!
-                # Off the measured CPU, as the load generator.
-                ((${#gen[@]} == 0)) || taskset -p -c "${gen[-1]}" "$sampler" >/dev/null
                 measure_start
                 loadgen_request_args "$t"
                 if ! "${gen[@]}" "$LOADGEN" --url "${url[$t]}" "${lg_args[@]}" "${LG_REQUEST[@]}" \
