@@ -12,6 +12,8 @@
 //! `chunked` is read to the connection's close, and a chunk size or trailer that does not parse
 //! is an error. A connection goes back to the pool only after its framing ended exactly.
 
+use std::mem::MaybeUninit;
+
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Version};
@@ -85,9 +87,20 @@ pub(super) struct Head {
 /// are needed. Interim (1xx) responses are consumed and skipped.
 pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> {
     loop {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut parsed = httparse::Response::new(&mut headers);
-        let length = match parsed.parse(buf) {
+        // Nothing to parse before the first read.
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        // Uninitialized slots: filling 128 empty headers before every parse was a fifth of the
+        // head's cost.
+        let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut []);
+        let parsing = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut parsed,
+            buf,
+            &mut slots,
+        );
+        let length = match parsing {
             Ok(httparse::Status::Complete(length)) => length,
             Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD_BYTES => {
                 return Err(WireError::HeadTooLarge);
