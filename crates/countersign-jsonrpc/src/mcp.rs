@@ -1,6 +1,7 @@
 //! MCP vocabulary on top of the JSON-RPC model: protocol revisions, the standard method set,
 //! reserved `_meta` keys, and the SEP-2243 mirrored-header value codec (MCP 2026-07-28).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::raw::RawJson;
@@ -220,16 +221,19 @@ fn looks_like_sentinel(value: &str) -> bool {
 /// `=?base64?…?=` (markers exactly as written, lowercase) is decoded as strict padded standard
 /// base64 that must yield UTF-8. Any other value is returned unchanged after checking it holds
 /// only space and visible ASCII, so `=?BASE64?…?=` is a plain value and will not match the body.
-pub fn decode_header_value(raw: &str) -> Result<String, HeaderValueError> {
+/// A plain value is borrowed: every 2026-07-28 request has two of these headers to check.
+pub fn decode_header_value(raw: &str) -> Result<Cow<'_, str>, HeaderValueError> {
     if looks_like_sentinel(raw) {
         let payload = raw
             .get(SENTINEL_PREFIX.len()..raw.len() - SENTINEL_SUFFIX.len())
             .ok_or(HeaderValueError::MalformedSentinel)?;
         let bytes = base64_decode(payload).ok_or(HeaderValueError::InvalidBase64)?;
-        return String::from_utf8(bytes).map_err(|_| HeaderValueError::InvalidUtf8);
+        return String::from_utf8(bytes)
+            .map(Cow::Owned)
+            .map_err(|_| HeaderValueError::InvalidUtf8);
     }
     if raw.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
-        Ok(raw.to_owned())
+        Ok(Cow::Borrowed(raw))
     } else {
         Err(HeaderValueError::InvalidCharacter)
     }
@@ -237,20 +241,20 @@ pub fn decode_header_value(raw: &str) -> Result<String, HeaderValueError> {
 
 /// Encodes a body value for a mirrored header: the value itself when it is space and visible
 /// ASCII without leading or trailing space and does not look like a sentinel, otherwise
-/// `=?base64?<standard base64 of the UTF-8>?=`.
-pub fn encode_header_value(value: &str) -> String {
+/// `=?base64?<standard base64 of the UTF-8>?=`. A plain value is borrowed.
+pub fn encode_header_value(value: &str) -> Cow<'_, str> {
     let plain = value.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
         && !value.starts_with(' ')
         && !value.ends_with(' ')
         && !looks_like_sentinel(value);
     if plain {
-        return value.to_owned();
+        return Cow::Borrowed(value);
     }
     let mut out = String::with_capacity(SENTINEL_PREFIX.len() + value.len().div_ceil(3) * 4 + 2);
     out.push_str(SENTINEL_PREFIX);
     base64_encode(value.as_bytes(), &mut out);
     out.push_str(SENTINEL_SUFFIX);
-    out
+    Cow::Owned(out)
 }
 
 const BASE64_ALPHABET: &[u8; 64] =

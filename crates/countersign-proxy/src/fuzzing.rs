@@ -33,7 +33,7 @@ pub fn inspect_headers(selector: u8, body: &[u8]) -> HeaderMap {
         return headers;
     };
     let mut put = |name, value: &str| {
-        if let Ok(value) = HeaderValue::try_from(mcp::encode_header_value(value)) {
+        if let Ok(value) = HeaderValue::try_from(mcp::encode_header_value(value).as_ref()) {
             headers.insert(name, value);
         }
     };

@@ -56,7 +56,7 @@ pub(super) async fn run(
     if let Some(meta) = stateless_meta(call.params.as_ref()) {
         params.push("_meta", &meta);
         mirrored.push((MCP_METHOD, HeaderValue::from_static("tools/call")));
-        if let Ok(name) = HeaderValue::try_from(encode_header_value(gated.target())) {
+        if let Ok(name) = HeaderValue::try_from(encode_header_value(gated.target()).as_ref()) {
             mirrored.push((MCP_NAME, name));
         }
     }

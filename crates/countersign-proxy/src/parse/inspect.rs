@@ -1,6 +1,8 @@
 //! The single inspection point: one strict parse of a POST body and the envelope and header
 //! checks. What comes out is a value; the client's bytes end here.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use countersign_jsonrpc::mcp::{self, ProtocolVersion};
 use countersign_jsonrpc::message::{Message, Payload, Request, RequestId};
@@ -162,18 +164,21 @@ fn check_stateless_headers(
             body_version.map_or("<absent>", |v| v.as_str()),
         )));
     }
-    let header_method = decoded_header(headers, &MCP_METHOD)?;
+    let sent_method = headers.get(MCP_METHOD);
+    let header_method = decoded_header(sent_method, &MCP_METHOD)?;
     if header_method.as_deref() != Some(method.as_str()) {
         return Err(ProxyError::HeaderMismatch(format!(
             "Mcp-Method header `{}` does not match the body's method `{method}`",
             header_method.as_deref().unwrap_or("<absent>"),
         )));
     }
-    let mut mirrored = vec![(MCP_METHOD, encode(method)?)];
+    let mut mirrored = Vec::with_capacity(2);
+    mirrored.push((MCP_METHOD, mirror(sent_method, method)?));
     if let Message::Request(request) = message {
         let expected = mcp::expected_mcp_name(request);
-        let header_name = decoded_header(headers, &MCP_NAME)?;
-        if header_name != expected {
+        let sent_name = headers.get(MCP_NAME);
+        let header_name = decoded_header(sent_name, &MCP_NAME)?;
+        if header_name.as_deref() != expected.as_deref() {
             return Err(ProxyError::HeaderMismatch(format!(
                 "Mcp-Name header `{}` does not match the body's `{}`",
                 header_name.as_deref().unwrap_or("<absent>"),
@@ -181,14 +186,18 @@ fn check_stateless_headers(
             )));
         }
         if let Some(name) = &expected {
-            mirrored.push((MCP_NAME, encode(name)?));
+            mirrored.push((MCP_NAME, mirror(sent_name, name)?));
         }
     }
     Ok(mirrored)
 }
 
-fn decoded_header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>, ProxyError> {
-    let Some(raw) = headers.get(name) else {
+/// The value the client sent as header `name` (`sent`), decoded.
+fn decoded_header<'a>(
+    sent: Option<&'a HeaderValue>,
+    name: &HeaderName,
+) -> Result<Option<Cow<'a, str>>, ProxyError> {
+    let Some(raw) = sent else {
         return Ok(None);
     };
     let raw = raw
@@ -199,7 +208,17 @@ fn decoded_header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<Strin
         .map_err(|e| ProxyError::HeaderMismatch(format!("{name} header: {e}")))
 }
 
-fn encode(value: &str) -> Result<HeaderValue, ProxyError> {
-    HeaderValue::try_from(mcp::encode_header_value(value))
+/// The header to send upstream for the body's `value`: the client's own field (`sent`) when it
+/// is already exactly that encoding (it decoded to `value`, so it usually is), else a new one.
+fn mirror(sent: Option<&HeaderValue>, value: &str) -> Result<HeaderValue, ProxyError> {
+    let encoded = mcp::encode_header_value(value);
+    match sent {
+        Some(sent) if sent.as_bytes() == encoded.as_bytes() => Ok(sent.clone()),
+        _ => encode(&encoded),
+    }
+}
+
+fn encode(encoded: &str) -> Result<HeaderValue, ProxyError> {
+    HeaderValue::try_from(encoded)
         .map_err(|_| ProxyError::Internal("encoded header value is not a valid header".into()))
 }
