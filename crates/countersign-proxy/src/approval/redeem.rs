@@ -153,7 +153,7 @@ pub(super) fn bound_params_hash(gated: &Gated) -> Result<Option<String>, ()> {
     gated
         .judged
         .call
-        .bound_params
+        .bound_params()
         .as_ref()
         .map(params_hash_raw)
         .transpose()

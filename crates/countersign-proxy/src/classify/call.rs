@@ -56,18 +56,13 @@ pub struct CallParts {
     /// Whether `arguments.confirmationToken` is the gateway's (a tool that declares no argument
     /// of that name), so it is read and stripped rather than left for the tool.
     pub token_argument_is_ours: bool,
-    /// The other params an approval binds (`task`, acted-on `_meta` keys, unknown members),
-    /// or `None` when there are none.
-    pub bound_params: Option<RawJson>,
+    /// The params as sent, for [`CallParts::bound_params`]: a slice of the request.
+    params: Option<RawJson>,
 }
 
 impl CallParts {
     pub fn of(method: Method, params: Option<&RawJson>) -> Result<Self, ProxyError> {
-        let target_key = if method == Method::ResourcesRead {
-            "uri"
-        } else {
-            "name"
-        };
+        let target_key = target_key(method);
         // One walk over the params for the three members read here.
         let [target, arguments, meta] = params
             .map(|p| p.get_many([target_key, "arguments", "_meta"]))
@@ -113,8 +108,17 @@ impl CallParts {
             meta_token,
             argument_token,
             token_argument_is_ours: method == Method::ToolsCall,
-            bound_params: params.and_then(|p| bound_params(p, target_key)),
+            params: params.cloned(),
         })
+    }
+
+    /// The other params an approval binds (`task`, acted-on `_meta` keys, unknown members),
+    /// or `None` when there are none. Built when a call is held or redeemed, not for every
+    /// call judged: a read never needs it.
+    pub fn bound_params(&self) -> Option<RawJson> {
+        self.params
+            .as_ref()
+            .and_then(|params| bound_params(params, target_key(self.method)))
     }
 
     /// Settles whose `confirmationToken` argument it is, once the tool's definition is known:
@@ -215,6 +219,15 @@ impl CallParts {
     }
 }
 
+/// The param naming what a call acts on.
+fn target_key(method: Method) -> &'static str {
+    if method == Method::ResourcesRead {
+        "uri"
+    } else {
+        "name"
+    }
+}
+
 /// The params a confirmation binds besides target and arguments (see [`UNBOUND_PARAMS`] and
 /// [`UNBOUND_META`]), as one object, or `None` when there are none.
 fn bound_params(params: &RawJson, target_key: &str) -> Option<RawJson> {
@@ -280,11 +293,11 @@ mod tests {
         let plain = parts(json!({"name": "t", "arguments": {},
             "_meta": {"progressToken": 7, "countersign/confirmationToken": "tok",
                       "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}));
-        assert_eq!(plain.bound_params, None);
+        assert_eq!(plain.bound_params(), None);
 
         let with_task = parts(json!({"name": "t", "task": {"ttl": 60000}}));
         assert_eq!(
-            with_task.bound_params.map(|b| b.to_value()),
+            with_task.bound_params().map(|b| b.to_value()),
             Some(json!({"task": {"ttl": 60000}}))
         );
 
@@ -292,7 +305,7 @@ mod tests {
             json!({"name": "t", "_meta": {"progressToken": 1, "com.example/dry_run": false}}),
         );
         assert_eq!(
-            acted_on.bound_params.map(|b| b.to_value()),
+            acted_on.bound_params().map(|b| b.to_value()),
             Some(json!({"_meta": {"com.example/dry_run": false}}))
         );
     }
@@ -475,7 +488,7 @@ mod tests {
         assert_eq!(call.presented_token(), Some("tok"));
         assert_eq!(call.arguments_without_token(), json!({"x": 1}));
         assert_eq!(
-            call.bound_params.map(|b| b.to_value()),
+            call.bound_params().map(|b| b.to_value()),
             Some(json!({"_meta": {"com.example/K": 1}}))
         );
         // A key whose escaped spelling reads `name` is not `name`.
@@ -493,7 +506,7 @@ mod tests {
         assert_eq!(call.target, "list_products");
         assert_eq!(call.arguments.as_text(), "{}");
         assert!(!call.carries_token());
-        assert_eq!(call.bound_params, None);
+        assert_eq!(call.bound_params(), None);
         let mut stripped = params.clone();
         call.strip_params(Some(&mut stripped), false);
         assert_eq!(stripped.as_bytes(), params.as_bytes(), "nothing to strip");
