@@ -254,3 +254,36 @@ async fn a_content_length_list_the_server_accepted_is_read_as_its_one_value() {
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert!(seen.is_empty(), "the inner service was called");
 }
+
+#[tokio::test]
+async fn a_singleton_header_given_twice_is_refused_whatever_else_repeats() {
+    // Alone, and beside a header that may repeat: the duplicate check must not be skipped
+    // because some other header also has two values.
+    for extra in [
+        None,
+        Some(("accept", ["application/json", "text/event-stream"])),
+    ] {
+        for singleton in ["mcp-name", "content-type", "authorization"] {
+            let mut request = post(PATH).header(singleton, "one").header(singleton, "two");
+            if let Some((name, values)) = extra {
+                request = request.header(name, values[0]).header(name, values[1]);
+            }
+            let (response, seen) = harden(request.body(()).expect("request")).await;
+            assert_eq!(
+                response.status(),
+                StatusCode::BAD_REQUEST,
+                "{singleton} twice, {extra:?}"
+            );
+            assert!(seen.is_empty(), "the inner service was called");
+        }
+    }
+    // Repeats of a header that may repeat are not refused.
+    let request = post(PATH)
+        .header("accept", "application/json")
+        .header("accept", "text/event-stream")
+        .body(())
+        .expect("request");
+    let (response, seen) = harden(request).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(seen.len(), 1, "the inner service was not called");
+}
