@@ -4,6 +4,7 @@
 //! Arguments are left out unless `include_arguments` is set: they may hold personal data, and
 //! the arguments hash already ties a record to the exact call.
 
+use std::cell::Cell;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -195,27 +196,47 @@ impl Serialize for Timestamp {
 
 /// The audit timestamp of `now`, without pulling in a date crate. Years past 9999 are written as
 /// 9999 (four digits is what RFC 3339 allows).
+///
+/// Every call writes two lines, nearly always within the same second as the thread's previous
+/// line: the date and time of day are kept per thread and only the milliseconds rewritten.
 pub fn timestamp(now: SystemTime) -> Timestamp {
+    thread_local! {
+        static LAST_SECOND: Cell<Option<(u64, Timestamp)>> = const { Cell::new(None) };
+    }
     let since = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
     let secs = since.as_secs();
+    let Timestamp(mut out) = LAST_SECOND.with(|last| match last.get() {
+        Some((second, stamp)) if second == secs => stamp,
+        _ => {
+            let stamp = whole_second(secs);
+            last.set(Some((secs, stamp)));
+            stamp
+        }
+    });
+    put_digits(&mut out, 20, 3, u64::from(since.subsec_millis()));
+    Timestamp(out)
+}
+
+/// The timestamp of the start of second `secs` since the epoch.
+fn whole_second(secs: u64) -> Timestamp {
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil_from_days(days as i64);
     let mut out = *b"0000-00-00T00:00:00.000Z";
-    let mut put = |at: usize, width: usize, value: u64| {
-        let mut value = value;
-        for i in (at..at + width).rev() {
-            out[i] = b'0' + (value % 10) as u8;
-            value /= 10;
-        }
-    };
-    put(0, 4, year.clamp(0, 9999) as u64);
-    put(5, 2, u64::from(month));
-    put(8, 2, u64::from(day));
-    put(11, 2, rem / 3600);
-    put(14, 2, rem % 3600 / 60);
-    put(17, 2, rem % 60);
-    put(20, 3, u64::from(since.subsec_millis()));
+    put_digits(&mut out, 0, 4, year.clamp(0, 9999) as u64);
+    put_digits(&mut out, 5, 2, u64::from(month));
+    put_digits(&mut out, 8, 2, u64::from(day));
+    put_digits(&mut out, 11, 2, rem / 3600);
+    put_digits(&mut out, 14, 2, rem % 3600 / 60);
+    put_digits(&mut out, 17, 2, rem % 60);
     Timestamp(out)
+}
+
+/// Writes the last `width` decimal digits of `value` at `out[at..at + width]`.
+fn put_digits(out: &mut [u8; 24], at: usize, width: usize, mut value: u64) {
+    for i in (at..at + width).rev() {
+        out[i] = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
 }
 
 /// Days since 1970-01-01 to (year, month, day) — Howard Hinnant's civil-from-days algorithm.
@@ -247,6 +268,18 @@ mod tests {
         assert_eq!(timestamp(leap), "2000-02-29T00:00:00.000Z");
         let last = UNIX_EPOCH + Duration::from_millis(1_798_761_599_999);
         assert_eq!(timestamp(last), "2026-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn timestamps_within_a_second_keep_its_date_and_change_only_the_milliseconds() {
+        let second = UNIX_EPOCH + Duration::from_secs(1_796_041_296);
+        let at = |millis| timestamp(second + Duration::from_millis(millis));
+        assert_eq!(at(0), "2026-11-30T12:21:36.000Z");
+        assert_eq!(at(789), "2026-11-30T12:21:36.789Z");
+        assert_eq!(at(1_001), "2026-11-30T12:21:37.001Z");
+        assert_eq!(at(999), "2026-11-30T12:21:36.999Z");
+        assert_eq!(at(86_400_000), "2026-12-01T12:21:36.000Z");
+        assert_eq!(at(5), "2026-11-30T12:21:36.005Z");
     }
 
     #[test]
