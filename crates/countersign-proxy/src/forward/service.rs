@@ -14,7 +14,7 @@ use crate::future::ResponseFuture;
 use crate::metrics::{ProxyMetrics, method_label};
 use crate::relay::{PendingAnswers, StreamSettings, WatchResponses, relay};
 use crate::route::Route;
-use crate::upstream::upstream_request;
+use crate::upstream::Forwarded;
 
 /// Forwards cleared requests to their route's upstream.
 #[derive(Debug, Clone)]
@@ -68,19 +68,18 @@ impl Shared {
                 .into_response(None);
         };
         let (method, id) = labels(&parts.method, cleared.payload());
-        let upstream_request = upstream_request(
-            &route.upstream,
-            parts.method.clone(),
-            &parts.headers,
-            cleared.to_bytes(),
-            cleared.mirrored(),
-        );
+        let forwarded = Forwarded {
+            method: parts.method.clone(),
+            client_headers: &parts.headers,
+            body: cleared.to_bytes(),
+            extra: cleared.mirrored(),
+        };
         // Every relayed response is watched, so the catalog never trusts a listing the
         // upstream itself declared outdated.
         let observer = self.watch.watch(route, &parts, cleared.payload());
         let relayed = relay(
             route,
-            upstream_request,
+            forwarded,
             &self.metrics,
             &self.streams,
             observer,

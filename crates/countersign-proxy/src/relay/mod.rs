@@ -17,16 +17,18 @@ pub use sse::{SseRelay, StreamSettings};
 
 use bytes::Bytes;
 use countersign_jsonrpc::message::TopLevel;
+use http::Response;
 use http::header::{HeaderName, HeaderValue};
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use crate::body::{ResponseBody, full};
 use crate::config::Upstream;
 use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
 use crate::route::RouteTarget;
-use crate::upstream::{UpstreamBody, connection_tokens, is_event_stream, is_not_returned};
+use crate::upstream::{
+    Forwarded, UpstreamBody, connection_tokens, is_event_stream, is_not_returned,
+};
 
 /// Watches, and may edit, the messages of one relayed response.
 pub trait MessageObserver: Send {
@@ -67,7 +69,7 @@ pub trait WatchResponses: Send + Sync + std::fmt::Debug {
 /// Sends `request` upstream and relays the answer.
 pub async fn relay(
     route: &RouteTarget,
-    request: Request<Full<Bytes>>,
+    request: Forwarded<'_>,
     metrics: &ProxyMetrics,
     streams: &StreamSettings,
     mut observer: Option<Observer>,
@@ -76,7 +78,7 @@ pub async fn relay(
     let upstream = &route.upstream;
     let clock = &streams.clock;
     let started = clock.now();
-    let response = route.client.send(upstream, request).await?;
+    let response = route.client.forward(upstream, request).await?;
     metrics.observe_upstream_latency(route.label, clock.now().duration_since(started));
 
     let (mut parts, body) = response.into_parts();

@@ -39,6 +39,9 @@ const MAX_IDLE: usize = 256;
 /// An idle connection older than this is closed rather than used: a middlebox may have dropped
 /// it silently, and a request sent on it would wait out the response timeout.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Room for a request's line and headers, reserved with its body's length so the whole request
+/// is one buffer, one write.
+pub(super) const WIRE_HEAD_ROOM: usize = 512;
 
 /// The pool of one plain upstream.
 #[derive(Debug, Clone)]
@@ -145,8 +148,14 @@ impl Http1Pool {
             .map(|collected| collected.map(|whole| whole.to_bytes()))
             .unwrap_or_else(|| Ok(Bytes::new()))
             .unwrap_or_else(|never| match never {});
-        let mut wire = Vec::with_capacity(512 + body.len());
+        let mut wire = Vec::with_capacity(WIRE_HEAD_ROOM + body.len());
         encode_request(&Request::from_parts(parts, ()), &body, &mut wire);
+        self.send_wire(wire).await
+    }
+
+    /// Sends a request already written as HTTP/1.1 (`wire`); resolves once the response head
+    /// arrived.
+    pub(super) async fn send_wire(&self, wire: Vec<u8>) -> Result<Response<WireBody>, BoxError> {
         loop {
             let worker = workers::current_index();
             let (mut connection, reused) = match self.checkout(worker) {

@@ -16,11 +16,12 @@ use hyper_util::client::legacy::{Builder, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tower::Service;
 
-use super::UpstreamBody;
 use super::failure::ClientCertState;
 use super::failure::ConnectFailure;
 use super::http1_pool::Http1Pool;
+use super::http1_pool::WIRE_HEAD_ROOM;
 use super::tls::ClientCertRequests;
+use super::{Forwarded, UpstreamBody};
 use crate::body::BoxError;
 use crate::config::Upstream;
 
@@ -120,6 +121,25 @@ impl HttpClient {
                     .map_err(|error| ConnectFailure::tls(error, tls.client_cert()))?;
                 Ok(response.map(UpstreamBody::http))
             }
+        }
+    }
+
+    /// Forwards a client's request: to a plain upstream written straight from the client's
+    /// headers (while traces are exported, through the header map the propagator writes),
+    /// to a TLS one as [`HttpClient::send`] sends it.
+    pub async fn forward(
+        &self,
+        upstream: &Upstream,
+        forwarded: Forwarded<'_>,
+    ) -> Result<Response<UpstreamBody>, ConnectFailure> {
+        match &self.client {
+            Pooled::Plain(pool) if !crate::trace::enabled() => {
+                let mut wire = Vec::with_capacity(WIRE_HEAD_ROOM + forwarded.body.len());
+                forwarded.encode_http1(upstream, &mut wire);
+                let response = pool.send_wire(wire).await.map_err(ConnectFailure::plain)?;
+                Ok(response.map(UpstreamBody::wire))
+            }
+            _ => self.send(forwarded.into_request(upstream)).await,
         }
     }
 }

@@ -13,6 +13,7 @@ mod body;
 pub mod bridge;
 mod call;
 mod failure;
+mod forwarded;
 mod health;
 mod http1_conn;
 mod http1_pool;
@@ -27,6 +28,7 @@ mod tls;
 pub use body::UpstreamBody;
 pub use call::{CallerContext, call, list_tools};
 pub use failure::ConnectFailure;
+pub use forwarded::Forwarded;
 pub use http_client::HttpClient;
 pub use legacy_sse::LegacySseConnector;
 pub use local::{Channel, Connector, LocalUpstream, UpstreamState};
@@ -42,7 +44,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
 use http_body_util::Full;
 
-use crate::config::{Transport, Upstream, UpstreamAuth};
+use crate::config::{Transport, Upstream};
 use crate::error::ProxyError;
 
 /// How the gateway reaches one upstream: a pooled HTTP client, or a [`LocalUpstream`] that
@@ -114,50 +116,32 @@ impl UpstreamClient {
         upstream: &Upstream,
         request: Request<Full<Bytes>>,
     ) -> Result<Response<UpstreamBody>, ProxyError> {
-        let timeout = |_| ProxyError::UpstreamTimeout {
-            upstream: upstream.name.clone(),
-            timeout: upstream.response_timeout,
-        };
         match self {
             UpstreamClient::Http { client, health } => {
-                let sent = tokio::time::timeout(upstream.response_timeout, client.send(request))
-                    .await
-                    .map_err(timeout)
-                    .and_then(|sent| {
-                        sent.map_err(|failure| {
-                            // Per request: a certificate that expired or a CA that changed
-                            // fails every call until fixed, and each should be visible.
-                            tracing::warn!(
-                                upstream = %upstream.name,
-                                url = %upstream.url,
-                                tls = failure.is_tls(),
-                                error = %failure,
-                                "upstream request failed"
-                            );
-                            ProxyError::UpstreamConnect {
-                                upstream: upstream.name.clone(),
-                                source: Box::new(failure),
-                            }
-                        })
-                    });
-                match sent {
-                    Ok(response) => {
-                        health.reached();
-                        Ok(response)
-                    }
-                    Err(error) => {
-                        health.failed(&error);
-                        Err(error)
-                    }
-                }
+                over_http(upstream, health, client.send(request)).await
             }
             UpstreamClient::Local(local) => {
                 let response =
                     tokio::time::timeout(upstream.response_timeout, local.serve(request))
                         .await
-                        .map_err(timeout)??;
+                        .map_err(|_| timed_out(upstream))??;
                 Ok(response.map(UpstreamBody::local))
             }
+        }
+    }
+
+    /// Forwards a client's request as [`UpstreamClient::send`] sends one; a plain HTTP/1.1
+    /// upstream gets it written straight from the client's headers.
+    pub async fn forward(
+        &self,
+        upstream: &Upstream,
+        forwarded: Forwarded<'_>,
+    ) -> Result<Response<UpstreamBody>, ProxyError> {
+        match self {
+            UpstreamClient::Http { client, health } => {
+                over_http(upstream, health, client.forward(upstream, forwarded)).await
+            }
+            UpstreamClient::Local(_) => self.send(upstream, forwarded.into_request(upstream)).await,
         }
     }
 
@@ -170,32 +154,45 @@ impl UpstreamClient {
     }
 }
 
-/// Request headers never copied upstream: hop-by-hop fields (RFC 9110 §7.6.1), framing the
-/// gateway recomputes, and headers that would let a client steer routing behind the gateway.
-fn is_not_forwarded(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "host"
-            | "content-length"
-            | "transfer-encoding"
-            | "content-encoding"
-            | "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "upgrade"
-            // A foreign Origin makes SDK upstreams with DNS-rebinding protection answer 403; the
-            // gateway has already judged it.
-            | "origin"
-            | "x-forwarded-host"
-            | "x-original-url"
-            | "x-rewrite-url"
-            // Regenerated from the body for 2026-07-28 requests, meaningless otherwise.
-            | "mcp-method"
-            | "mcp-name"
-    )
+/// Waits for an HTTP upstream's response head, at most its `response_timeout`, and records in
+/// `health` whether it was reached.
+async fn over_http(
+    upstream: &Upstream,
+    health: &Health,
+    sending: impl Future<Output = Result<Response<UpstreamBody>, ConnectFailure>>,
+) -> Result<Response<UpstreamBody>, ProxyError> {
+    let sent = tokio::time::timeout(upstream.response_timeout, sending)
+        .await
+        .map_err(|_| timed_out(upstream))
+        .and_then(|sent| {
+            sent.map_err(|failure| {
+                // Per request: a certificate that expired or a CA that changed fails every
+                // call until fixed, and each should be visible.
+                tracing::warn!(
+                    upstream = %upstream.name,
+                    url = %upstream.url,
+                    tls = failure.is_tls(),
+                    error = %failure,
+                    "upstream request failed"
+                );
+                ProxyError::UpstreamConnect {
+                    upstream: upstream.name.clone(),
+                    source: Box::new(failure),
+                }
+            })
+        });
+    match &sent {
+        Ok(_) => health.reached(),
+        Err(error) => health.failed(error),
+    }
+    sent
+}
+
+fn timed_out(upstream: &Upstream) -> ProxyError {
+    ProxyError::UpstreamTimeout {
+        upstream: upstream.name.clone(),
+        timeout: upstream.response_timeout,
+    }
 }
 
 /// Response headers never copied back to the client: hop-by-hop fields and framing.
@@ -213,7 +210,8 @@ pub(crate) fn is_not_returned(name: &HeaderName) -> bool {
     )
 }
 
-/// Builds the upstream request for a client request whose (re-serialized) body is `body`.
+/// Builds the upstream request for a client request whose (re-serialized) body is `body`, for
+/// the gateway's own requests and upstreams reached through hyper: see [`Forwarded`].
 pub fn upstream_request(
     upstream: &Upstream,
     method: Method,
@@ -221,37 +219,13 @@ pub fn upstream_request(
     body: Bytes,
     extra: &[(HeaderName, HeaderValue)],
 ) -> Request<Full<Bytes>> {
-    let mut headers = HeaderMap::with_capacity(client_headers.len() + 4);
-    let listed_in_connection = connection_tokens(client_headers);
-    for (name, value) in client_headers {
-        if is_not_forwarded(name) || listed_in_connection.contains(name) {
-            continue;
-        }
-        if name == header::AUTHORIZATION && matches!(upstream.auth, UpstreamAuth::Replace(_)) {
-            continue;
-        }
-        headers.append(name.clone(), value.clone());
+    Forwarded {
+        method,
+        client_headers,
+        body,
+        extra,
     }
-    if let UpstreamAuth::Replace(secret) = &upstream.auth {
-        headers.insert(header::AUTHORIZATION, secret.0.clone());
-    }
-    headers.insert(
-        header::HOST,
-        HeaderValue::from_str(upstream.authority.as_str())
-            .expect("a parsed URI authority is a valid header value"),
-    );
-    if !body.is_empty() || method == Method::POST {
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    }
-    for (name, value) in extra {
-        headers.insert(name.clone(), value.clone());
-    }
-    crate::trace::inject(&mut headers);
-    let mut request = Request::new(Full::new(body));
-    *request.method_mut() = method;
-    *request.uri_mut() = upstream.url.clone();
-    *request.headers_mut() = headers;
-    request
+    .into_request(upstream)
 }
 
 pub(crate) fn connection_tokens(headers: &HeaderMap) -> Vec<HeaderName> {

@@ -24,7 +24,7 @@ use crate::clock::SystemClock;
 use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
 use crate::testing::{PATH, route};
-use crate::upstream::upstream_request;
+use crate::upstream::Forwarded;
 
 /// The test route's `max_response_bytes`.
 const LIMIT: usize = 1 << 20;
@@ -98,13 +98,13 @@ async fn relay_call(
     observer: Option<Observer>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let route = route(url);
-    let request = upstream_request(
-        &route.upstream,
-        Method::POST,
-        &HeaderMap::new(),
-        Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#),
-        &[],
-    );
+    let headers = HeaderMap::new();
+    let request = Forwarded {
+        method: Method::POST,
+        client_headers: &headers,
+        body: Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#),
+        extra: &[],
+    };
     relay(
         &route,
         request,
