@@ -109,9 +109,9 @@ impl<'a> KeyCheck<'a> {
     /// Adds the next member of the walk, in order.
     pub(crate) fn add(&mut self, walk: &MemberWalk<'a>, member: &MemberAt) {
         if self.all_plain {
-            match walk.plain_key(member) {
-                Some(key) if self.count < PAIRWISE && key.is_ascii() && !key.contains(&0) => {
-                    self.all_own_fold &= !key.iter().any(u8::is_ascii_uppercase);
+            match walk.plain_key(member).map(|key| (key, ascii_key_kind(key))) {
+                Some((key, Some(lowercase))) if self.count < PAIRWISE => {
+                    self.all_own_fold &= lowercase;
                     self.plain[self.count] = key;
                 }
                 _ => self.all_plain = false,
@@ -131,6 +131,31 @@ impl<'a> KeyCheck<'a> {
             plain_collision(&self.plain[..self.count])
         }
     }
+}
+
+/// For a key that is ASCII without NUL, whether it has no uppercase letter (it is its own
+/// fold); `None` for any other key.
+///
+/// Eight bytes at a time, in one pass: every key of every envelope, `params` and `_meta` comes
+/// through here, and MCP's `_meta` keys are forty bytes long. A byte below 0x80 plus 0x3f
+/// carries into bit 7 exactly when it is at least `A` (0x41), and plus 0x25 exactly when it is
+/// past `Z` (0x5a); no sum carries into the next byte, since no byte is 0x80 or above.
+fn ascii_key_kind(key: &[u8]) -> Option<bool> {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let mut uppercase = 0u64;
+    for chunk in key.chunks(8) {
+        // A short last chunk is padded with `a`: ASCII, not NUL, not uppercase.
+        let mut bytes = [b'a'; 8];
+        bytes[..chunk.len()].copy_from_slice(chunk);
+        let word = u64::from_le_bytes(bytes);
+        let nul = word.wrapping_sub(ONES) & !word;
+        if (word | nul) & HIGHS != 0 {
+            return None;
+        }
+        uppercase |= word.wrapping_add(ONES * 0x3f) & !word.wrapping_add(ONES * 0x25);
+    }
+    Some(uppercase & HIGHS == 0)
 }
 
 /// The first key (in order) that collides with a later one, and the first such later key, of

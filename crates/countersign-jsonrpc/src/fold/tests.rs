@@ -199,3 +199,22 @@ fn the_benchmark_request_passes_the_envelope() {
     let body = body.replace(r#""key29":29"#, r#""KEY28":29"#);
     assert_eq!(envelope_error(&body), key_collision("key28", "KEY28"));
 }
+
+proptest::proptest! {
+    /// The word-at-a-time key reading agrees with the byte-by-byte definition on any bytes,
+    /// around every chunk boundary.
+    #[test]
+    fn key_kinds_are_read_as_byte_by_byte(
+        key in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::prelude::any::<u8>(),
+                proptest::sample::select(b"azAZ@[`{\0\x7f\x80".to_vec()),
+            ],
+            0..40,
+        )
+    ) {
+        let expected = (key.is_ascii() && !key.contains(&0))
+            .then(|| !key.iter().any(u8::is_ascii_uppercase));
+        proptest::prop_assert_eq!(ascii_key_kind(&key), expected);
+    }
+}
