@@ -9,6 +9,7 @@
 mod book;
 mod endpoint;
 mod handover;
+mod per_runtime;
 mod pins;
 mod rates;
 mod replay;

@@ -9,6 +9,7 @@ use ::redis::cluster::{ClusterClient, ClusterClientBuilder};
 use ::redis::io::tcp::{TcpSettings, socket2::TcpKeepalive};
 use ::redis::{Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo as _, ProtocolVersion};
 
+use super::per_runtime::PerRuntime;
 use super::{Commands, store_error};
 use crate::StoreError;
 
@@ -96,17 +97,7 @@ impl Endpoint {
                     Ok(Err(error)) => return Err(store_error(error)),
                     Err(_elapsed) => return Err(StoreError::Timeout),
                 }
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(connection_timeout(command_timeout)))
-                    .set_response_timeout(Some(command_timeout))
-                    // Reconnect attempts back off up to one second, so a restarted Redis is
-                    // back in use within about a second of accepting connections.
-                    .set_min_delay(Duration::from_millis(50))
-                    .set_max_delay(Duration::from_secs(1));
-                let manager =
-                    ::redis::aio::ConnectionManager::new_lazy_with_config(client.clone(), config)
-                        .map_err(store_error)?;
-                Commands::Standalone(manager)
+                Commands::Standalone(manager(client, command_timeout).map_err(store_error)?)
             }
             Target::Cluster(client, _) => {
                 let connect = client.get_async_connection();
@@ -118,6 +109,20 @@ impl Endpoint {
         };
         ping(&commands, command_timeout).await?;
         Ok(commands)
+    }
+
+    /// [`Endpoint::connect`], and with it a connection of their own for the other runtimes
+    /// that send commands ([`PerRuntime`]); a Cluster connection is shared by all.
+    pub(super) async fn connect_per_runtime(
+        &self,
+        command_timeout: Duration,
+    ) -> Result<PerRuntime, StoreError> {
+        let shared = self.connect(command_timeout).await?;
+        let client = match &self.target {
+            Target::Standalone(client, _) => Some(client.clone()),
+            Target::Cluster(..) => None,
+        };
+        Ok(PerRuntime::new(shared, client, command_timeout))
     }
 
     /// Clients for the pub/sub subscriber, tried in turn when one fails.
@@ -148,6 +153,22 @@ pub(super) async fn ping(commands: &Commands, timeout: Duration) -> Result<(), S
     } else {
         Err(super::unexpected_reply("PING"))
     }
+}
+
+/// A standalone command connection that connects on its first command, on the runtime that
+/// sends it, and reconnects in the background after a failure.
+pub(super) fn manager(
+    client: &Client,
+    command_timeout: Duration,
+) -> Result<::redis::aio::ConnectionManager, ::redis::RedisError> {
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(connection_timeout(command_timeout)))
+        .set_response_timeout(Some(command_timeout))
+        // Reconnect attempts back off up to one second, so a restarted Redis is back in use
+        // within about a second of accepting connections.
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_secs(1));
+    ::redis::aio::ConnectionManager::new_lazy_with_config(client.clone(), config)
 }
 
 /// Connecting may take longer than one command (TCP and TLS handshakes, AUTH), but a caller

@@ -8,7 +8,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 use super::endpoint::Endpoint;
-use super::{Commands, validate_namespace};
+use super::per_runtime::PerRuntime;
+use super::validate_namespace;
 use crate::StoreError;
 use crate::rates::{BucketTake, RateDecision, RateShare};
 
@@ -48,7 +49,7 @@ return {0, 0}
 pub struct RedisRateShare {
     namespace: String,
     command_timeout: Duration,
-    commands: Commands,
+    commands: PerRuntime,
 }
 
 impl fmt::Debug for RedisRateShare {
@@ -70,7 +71,7 @@ impl RedisRateShare {
     ) -> Result<Self, StoreError> {
         validate_namespace(namespace)?;
         let endpoint = Endpoint::parse(url, command_timeout)?;
-        let commands = endpoint.connect(command_timeout).await?;
+        let commands = endpoint.connect_per_runtime(command_timeout).await?;
         Ok(Self {
             namespace: namespace.to_owned(),
             command_timeout,
@@ -108,7 +109,11 @@ impl RateShare for RedisRateShare {
                     .max(1);
                 eval.arg(interval_us).arg(take.burst).arg(take.cost);
             }
-            let reply: (i64, i64) = self.commands.query(&eval, self.command_timeout).await?;
+            let reply: (i64, i64) = self
+                .commands
+                .current()
+                .query(&eval, self.command_timeout)
+                .await?;
             match reply {
                 (0, _) => Ok(RateDecision::Taken),
                 (index, wait_us) => {

@@ -8,6 +8,7 @@ use futures_util::future::{BoxFuture, FutureExt as _};
 use tracing::{debug, warn};
 
 use super::endpoint::{self, Endpoint};
+use super::per_runtime::PerRuntime;
 use super::{Commands, set_nx_outcome, unexpected_reply, validate_namespace};
 use crate::{Consumption, ReplayStore, StoreError};
 
@@ -21,7 +22,8 @@ pub struct RedisReplayStore {
     endpoint: Endpoint,
     namespace: String,
     command_timeout: Duration,
-    commands: Commands,
+    /// `SET NX`s go over the calling runtime's own connection: see `per_runtime.rs`.
+    commands: PerRuntime,
 }
 
 impl RedisReplayStore {
@@ -38,14 +40,20 @@ impl RedisReplayStore {
     ) -> Result<Self, StoreError> {
         validate_namespace(namespace)?;
         let endpoint = Endpoint::parse(url, command_timeout)?;
-        let commands = endpoint.connect(command_timeout).await?;
-        warn_if_evicting(&commands, &endpoint, command_timeout).await;
+        let commands = endpoint.connect_per_runtime(command_timeout).await?;
+        warn_if_evicting(commands.shared(), &endpoint, command_timeout).await;
         Ok(Self {
             endpoint,
             namespace: namespace.to_owned(),
             command_timeout,
             commands,
         })
+    }
+
+    /// How many runtimes other than the connecting one have their own connection.
+    #[cfg(test)]
+    pub(super) fn runtime_connections(&self) -> usize {
+        self.commands.others()
     }
 
     /// The key a `jti` is recorded under. The hash tag makes the `jti` alone pick the Cluster
@@ -67,7 +75,11 @@ impl RedisReplayStore {
             // Redis refuses PXAT 0; 1 ms is just as far in the past and stores nothing either,
             // like the memory store.
             .arg(expires_at_unix_ms.max(1));
-        let reply: ::redis::Value = self.commands.query(&set, self.command_timeout).await?;
+        let reply: ::redis::Value = self
+            .commands
+            .current()
+            .query(&set, self.command_timeout)
+            .await?;
         match set_nx_outcome(&reply) {
             Some(true) => Ok(Consumption::First),
             Some(false) => Ok(Consumption::AlreadySpent),
@@ -117,6 +129,6 @@ impl ReplayStore for RedisReplayStore {
     }
 
     fn check_ready(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        endpoint::ping(&self.commands, self.command_timeout).boxed()
+        endpoint::ping(self.commands.shared(), self.command_timeout).boxed()
     }
 }

@@ -66,6 +66,54 @@ async fn redis_store_passes_the_conformance_suite() {
     conformance::run_all(Arc::new(store(&server).await)).await;
 }
 
+/// A consume from another runtime (as from another connection worker) goes over a connection
+/// of that runtime's own, and spends the same records: a token spent on one worker is spent
+/// for all, and the home runtime keeps its connection when the other runtime is gone.
+#[tokio::test]
+async fn each_runtime_consumes_over_its_own_connection_and_spends_the_same_records() {
+    let server = RedisServer::start().await;
+    let store = Arc::new(store(&server).await);
+    let jti = unique_key("per-runtime");
+    let expiry = far_expiry_ms();
+
+    let elsewhere = {
+        let (store, jti) = (store.clone(), jti.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async {
+                let first = store.consume(&jti, expiry).await;
+                (first, store.consume(&jti, expiry).await)
+            })
+        })
+        .join()
+        .expect("the other runtime's thread")
+    };
+
+    assert_eq!(
+        elsewhere,
+        (Ok(Consumption::First), Ok(Consumption::AlreadySpent))
+    );
+    assert_eq!(
+        store.runtime_connections(),
+        1,
+        "the other runtime had its own"
+    );
+    assert_eq!(
+        store.consume(&jti, expiry).await,
+        Ok(Consumption::AlreadySpent)
+    );
+    let fresh = unique_key("per-runtime-home");
+    assert_eq!(store.consume(&fresh, expiry).await, Ok(Consumption::First));
+    assert_eq!(
+        store.runtime_connections(),
+        1,
+        "home uses the shared connection"
+    );
+}
+
 #[tokio::test]
 async fn record_is_a_hash_tagged_key_expiring_at_the_given_instant() {
     let server = RedisServer::start().await;
