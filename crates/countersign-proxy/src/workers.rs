@@ -14,7 +14,8 @@
 //! worker with the fewest open, so a busy worker does not keep getting more.
 //!
 //! The calling runtime is worker 0: it accepts, and runs everything that is not a client
-//! connection (the admin listener, background refreshes, the Redis connection).
+//! connection (the admin listener, background refreshes, the shared Redis connections; each
+//! worker spends confirmations over a Redis connection of its own, see `countersign-store`).
 
 use std::cell::Cell;
 use std::future::Future;
