@@ -15,6 +15,7 @@ use http::{Method, Request};
 use http_body_util::Full;
 
 use super::connection_tokens;
+use super::http1_wire::{sends_length, write_field, write_length_and_body, write_request_line};
 use crate::config::{Upstream, UpstreamAuth};
 
 /// A client request as it is to be forwarded.
@@ -38,11 +39,6 @@ impl Forwarded<'_> {
             || self.extra.iter().any(|(extra, _)| extra == name))
     }
 
-    /// Whether the request carries a `Content-Length` (a body, or a POST's empty one).
-    fn has_length(&self) -> bool {
-        !self.body.is_empty() || self.method == Method::POST
-    }
-
     /// The request as an `http::Request`, for upstreams reached through hyper or in process.
     pub fn into_request(self, upstream: &Upstream) -> Request<Full<Bytes>> {
         let mut headers = HeaderMap::with_capacity(self.client_headers.len() + 4);
@@ -60,7 +56,7 @@ impl Forwarded<'_> {
             HeaderValue::from_str(upstream.authority.as_str())
                 .expect("a parsed URI authority is a valid header value"),
         );
-        if self.has_length() {
+        if sends_length(&self.method, &self.body) {
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(self.body.len()));
         }
         // Appended, as the wire encoding writes them: no client field of these names is left.
@@ -81,41 +77,22 @@ impl Forwarded<'_> {
     /// propagator writes into it.
     pub(super) fn encode_http1(&self, upstream: &Upstream, out: &mut Vec<u8>) {
         let target = upstream.url.path_and_query().map_or("/", |t| t.as_str());
-        out.extend_from_slice(self.method.as_str().as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(target.as_bytes());
-        out.extend_from_slice(b" HTTP/1.1\r\n");
+        write_request_line(&self.method, target, out);
         let listed = connection_tokens(self.client_headers);
         for (name, value) in self.client_headers {
             if self.passes(upstream, name, &listed) {
-                put_field(out, name.as_str(), value.as_bytes());
+                write_field(name.as_str(), value.as_bytes(), out);
             }
         }
         if let UpstreamAuth::Replace(secret) = &upstream.auth {
-            put_field(out, "authorization", secret.0.as_bytes());
+            write_field("authorization", secret.0.as_bytes(), out);
         }
-        put_field(out, "host", upstream.authority.as_str().as_bytes());
+        write_field("host", upstream.authority.as_str().as_bytes(), out);
         for (name, value) in self.extra {
-            put_field(out, name.as_str(), value.as_bytes());
+            write_field(name.as_str(), value.as_bytes(), out);
         }
-        if self.has_length() {
-            let mut digits = itoa::Buffer::new();
-            put_field(
-                out,
-                "content-length",
-                digits.format(self.body.len()).as_bytes(),
-            );
-        }
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&self.body);
+        write_length_and_body(&self.method, &self.body, out);
     }
-}
-
-fn put_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
 }
 
 /// Request headers never copied upstream: hop-by-hop fields (RFC 9110 §7.6.1), framing the

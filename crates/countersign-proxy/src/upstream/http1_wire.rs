@@ -16,7 +16,7 @@ use std::mem::MaybeUninit;
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
-use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Version};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
 
 use crate::http_fields::{content_length, has_connection_token};
 
@@ -51,24 +51,47 @@ pub(super) fn encode_request(request: &Request<()>, body: &[u8], out: &mut Vec<u
         .uri()
         .path_and_query()
         .map_or("/", |target| target.as_str());
-    out.extend_from_slice(request.method().as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(target.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\n");
+    write_request_line(request.method(), target, out);
     for (name, value) in request.headers() {
         // The body is always whole: its length is the one framing sent.
         if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
             continue;
         }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        write_field(name.as_str(), value.as_bytes(), out);
     }
-    if !body.is_empty() || request.method() == http::Method::POST {
-        out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
+    write_length_and_body(request.method(), body, out);
+}
+
+/// `METHOD target HTTP/1.1`: the first line of every request written here.
+pub(super) fn write_request_line(method: &Method, target: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+}
+
+/// One header field line.
+pub(super) fn write_field(name: &str, value: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Whether a request carries a `Content-Length`: one with a body, or a POST's empty one.
+pub(super) fn sends_length(method: &Method, body: &[u8]) -> bool {
+    !body.is_empty() || method == Method::POST
+}
+
+/// The `Content-Length` the request is framed by (see [`sends_length`]), the end of the head,
+/// and the body.
+pub(super) fn write_length_and_body(method: &Method, body: &[u8], out: &mut Vec<u8>) {
+    if sends_length(method, body) {
+        write_field(
+            "content-length",
+            itoa::Buffer::new().format(body.len()).as_bytes(),
+            out,
+        );
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
