@@ -30,7 +30,9 @@
 #
 # Knobs (environment): BENCH_DURATION (s, default 10), BENCH_WARMUP (s, 2), BENCH_ROUNDS (3),
 # BENCH_CONNECTIONS (64), BENCH_SCENARIOS ("pinned default"), BENCH_SKIP_BUILD=1,
-# BENCH_GATEWAY_BIN (the countersign binary to measure; default this checkout's release build),
+# BENCH_PGO (1: build and measure the profile-guided release binary, scripts/pgo-build.sh; 0: the
+# plain `cargo build --release` one), BENCH_GATEWAY_BIN (the countersign binary to measure;
+# default this checkout's release build of that kind),
 # BENCH_NICE (-10: priority of every process started here; 0 leaves it alone),
 # BENCH_QUIET_BUDGET (900 s spent at most waiting for an idle machine and redoing disturbed
 # measurements), BENCH_MAX_FOREIGN (5: % of the CPUs other processes may use before a redo),
@@ -83,9 +85,17 @@ if ((${#missing[@]})); then
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
+# The shipped build is profile-guided (scripts/pgo-build.sh); BENCH_PGO=0 measures the plain
+# `cargo build --release` binary instead.
+PGO=${BENCH_PGO:-1}
 if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
-    log "building countersign (release)"
-    (cd "$ROOT" && cargo build --release --bin countersign --quiet)
+    if [[ $PGO == 1 ]]; then
+        log "building countersign (release, profile-guided: scripts/pgo-build.sh, ~20 min)"
+        bash "$ROOT/scripts/pgo-build.sh"
+    else
+        log "building countersign (release)"
+        (cd "$ROOT" && cargo build --release --bin countersign --quiet)
+    fi
     log "building bench/loadgen (release)"
     (cd "$BENCH/loadgen" && cargo build --release --quiet --target-dir "$ROOT/target/loadgen")
 fi
@@ -98,7 +108,11 @@ if [[ $NICE != 0 ]] && ! renice -n "$NICE" -p $$ >/dev/null 2>&1; then
 fi
 
 # BENCH_GATEWAY_BIN measures another build (say, the previous commit's) with this script.
-GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/release/countersign}
+if [[ $PGO == 1 ]]; then
+    GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/pgo/release/countersign}
+else
+    GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/release/countersign}
+fi
 LOADGEN=$ROOT/target/loadgen/release/countersign-loadgen
 [[ -x $GATEWAY_BIN && -x $LOADGEN ]] || die "binaries missing; run without BENCH_SKIP_BUILD"
 
@@ -350,6 +364,7 @@ NPROC=$(nproc)
     echo "# countersign benchmark — $(date -u +%Y-%m-%dT%H:%MZ)"
     echo
     echo "- commit: \`$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)\`$(git -C "$ROOT" diff --quiet HEAD -- crates 2>/dev/null || echo ' (crates/ has uncommitted changes)')"
+    echo "- gateway binary: \`${GATEWAY_BIN#"$ROOT"/}\`$([[ -z ${BENCH_GATEWAY_BIN:-} && $PGO == 1 ]] && echo ' (profile-guided, scripts/pgo-build.sh)')"
     echo "- machine: $NPROC CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(uname -r)"
     echo "- tools: $("$NGINX" -v 2>&1 | sed 's/.*: //'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}'), bench/loadgen (open loop)"
     echo "- per measurement: ${WARMUP}s warm-up + ${DURATION}s, $CONNECTIONS connections, median of $ROUNDS interleaved rounds; all benchmark processes at nice $NICE"
