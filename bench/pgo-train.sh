@@ -67,7 +67,9 @@ start_gateway "$GW" --config "$WORK/gateway.yaml" --upstream "http://127.0.0.1:$
     --policy "$BENCH/policy.yaml"
 URL=http://127.0.0.1:$GW/mcp
 wrk -t1 -c64 -d"${SECS}s" -s "$BENCH/tools_call.lua" "$URL" >/dev/null
-wrk -t1 -c64 -d"${SECS}s" -s "$BENCH/mint.lua" "$URL" -- "$WORK/minted" >/dev/null
+# Twice as long as the redemptions, so they do not run out of tokens (a redemption is slower
+# than a hold, and an instrumented binary more so).
+wrk -t1 -c64 -d"$((2 * SECS))s" -s "$BENCH/mint.lua" "$URL" -- "$WORK/minted" >/dev/null
 out=$(wrk -t1 -c64 -d"${SECS}s" -s "$BENCH/redeem_once.lua" "$URL" -- "$WORK/minted")
 grep -q 'replays 0, not forwarded 0' <<<"$out" || die "redemptions failed during training: $out"
 stop_gateway
