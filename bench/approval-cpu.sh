@@ -42,7 +42,7 @@ begin_run approval-cpu
 UP=$(port); GW=$(port); REDIS=$(port)
 start_fixed_upstream "$NGINX" "$UP" taskset -c 0
 start_redis "$REDIS" taskset -c 0
-printf 'redis:\n  url: redis://127.0.0.1:%s\naudit:\n  path: /dev/null\n' "$REDIS" >"$WORK/gateway.yaml"
+write_replay_gateway_config "$REDIS" "$WORK/gateway.yaml"
 env -u RUST_LOG TOKIO_WORKER_THREADS=1 taskset -c 0 "$GATEWAY_BIN" serve \
     --config "$WORK/gateway.yaml" --upstream "http://127.0.0.1:$UP/mcp" \
     --listen "127.0.0.1:$GW" --admin off --policy "$BENCH/policy.yaml" \
@@ -72,9 +72,7 @@ measure() {
     redis0=$(ticks 0 "$REDIS_PID"); up0=$(ticks 0 $(upstream_pids))
     out=$(taskset -c 1 wrk -t1 -c64 -d"${SECS}s" -s "$@")
     requests=$(awk '/requests in/ {print $1}' <<<"$out")
-    if [[ $path == redeem ]] && ! grep -q 'replays 0, not forwarded 0' <<<"$out"; then
-        die "some redemptions were not forwarded exactly once: $out"
-    fi
+    [[ $path != redeem ]] || expect_redeemed_once "$out"
     awk -v p="$path" -v r="$round" -v n="$requests" -v s="$SECS" -v hz="$(getconf CLK_TCK)" \
         -v u=$(($(ticks 14 "$GATEWAY_PID") - user0)) -v k=$(($(ticks 15 "$GATEWAY_PID") - sys0)) \
         -v rd=$(($(ticks 0 "$REDIS_PID") - redis0)) -v up=$(($(ticks 0 $(upstream_pids)) - up0)) \

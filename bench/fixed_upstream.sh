@@ -20,6 +20,19 @@ install_missing() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# write_replay_gateway_config REDIS_PORT FILE: the gateway configuration of the approval paths:
+# the replay store in the redis-server on REDIS_PORT, the audit trail discarded.
+write_replay_gateway_config() {
+    printf 'redis:\n  url: redis://127.0.0.1:%s\naudit:\n  path: /dev/null\n' "$1" >"$2"
+}
+
+# expect_redeemed_once WRK_OUTPUT: stops the script unless bench/redeem_once.lua saw every token
+# it sent forwarded exactly once (none refused, none replayed).
+expect_redeemed_once() {
+    grep -q 'replays 0, not forwarded 0' <<<"$1" \
+        || { printf 'some redemptions were not forwarded exactly once: %s\n' "$1" >&2; exit 1; }
+}
+
 # begin_run NAME: a scratch directory in WORK, an empty PIDS, and traps that stop everything
 # started and remove WORK however the script ends.
 begin_run() {

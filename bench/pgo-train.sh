@@ -62,7 +62,7 @@ log "approvals: reads, holds and redemptions through a gateway with a Redis repl
 UP=$(port); GW=$(port); REDIS=$(port)
 start_fixed_upstream "$NGINX" "$UP"
 start_redis "$REDIS"
-printf 'redis:\n  url: redis://127.0.0.1:%s\naudit:\n  path: /dev/null\n' "$REDIS" >"$WORK/gateway.yaml"
+write_replay_gateway_config "$REDIS" "$WORK/gateway.yaml"
 start_gateway "$GW" --config "$WORK/gateway.yaml" --upstream "http://127.0.0.1:$UP/mcp" \
     --policy "$BENCH/policy.yaml"
 URL=http://127.0.0.1:$GW/mcp
@@ -70,8 +70,7 @@ wrk -t1 -c64 -d"${SECS}s" -s "$BENCH/tools_call.lua" "$URL" >/dev/null
 # Twice as long as the redemptions, so they do not run out of tokens (a redemption is slower
 # than a hold, and an instrumented binary more so).
 wrk -t1 -c64 -d"$((2 * SECS))s" -s "$BENCH/mint.lua" "$URL" -- "$WORK/minted" >/dev/null
-out=$(wrk -t1 -c64 -d"${SECS}s" -s "$BENCH/redeem_once.lua" "$URL" -- "$WORK/minted")
-grep -q 'replays 0, not forwarded 0' <<<"$out" || die "redemptions failed during training: $out"
+expect_redeemed_once "$(wrk -t1 -c64 -d"${SECS}s" -s "$BENCH/redeem_once.lua" "$URL" -- "$WORK/minted")"
 stop_gateway
 
 log "sessions: 2025-11-25 sessions, large answers and listings of 1,000 tools"

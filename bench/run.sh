@@ -88,14 +88,16 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 # The shipped build is profile-guided (scripts/pgo-build.sh); BENCH_PGO=0 measures the plain
 # `cargo build --release` binary instead.
 PGO=${BENCH_PGO:-1}
+if [[ $PGO == 1 ]]; then
+    BUILT_BIN=$ROOT/target/pgo/release/countersign
+    build_gateway() { bash "$ROOT/scripts/pgo-build.sh" "$BUILT_BIN"; }
+else
+    BUILT_BIN=$ROOT/target/release/countersign
+    build_gateway() { (cd "$ROOT" && cargo build --release --bin countersign --quiet); }
+fi
 if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
-    if [[ $PGO == 1 ]]; then
-        log "building countersign (release, profile-guided: scripts/pgo-build.sh, ~20 min)"
-        bash "$ROOT/scripts/pgo-build.sh"
-    else
-        log "building countersign (release)"
-        (cd "$ROOT" && cargo build --release --bin countersign --quiet)
-    fi
+    log "building countersign (release$([[ $PGO == 1 ]] && echo ', profile-guided: scripts/pgo-build.sh, ~20 min'))"
+    build_gateway
     log "building bench/loadgen (release)"
     (cd "$BENCH/loadgen" && cargo build --release --quiet --target-dir "$ROOT/target/loadgen")
 fi
@@ -108,11 +110,7 @@ if [[ $NICE != 0 ]] && ! renice -n "$NICE" -p $$ >/dev/null 2>&1; then
 fi
 
 # BENCH_GATEWAY_BIN measures another build (say, the previous commit's) with this script.
-if [[ $PGO == 1 ]]; then
-    GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/pgo/release/countersign}
-else
-    GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$ROOT/target/release/countersign}
-fi
+GATEWAY_BIN=${BENCH_GATEWAY_BIN:-$BUILT_BIN}
 LOADGEN=$ROOT/target/loadgen/release/countersign-loadgen
 [[ -x $GATEWAY_BIN && -x $LOADGEN ]] || die "binaries missing; run without BENCH_SKIP_BUILD"
 
