@@ -85,18 +85,18 @@ if ((${#missing[@]})); then
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
-# The shipped build is profile-guided (scripts/pgo-build.sh); BENCH_PGO=0 measures the plain
-# `cargo build --release` binary instead.
+# The shipped build is profile-guided and laid out by BOLT (scripts/pgo-build.sh); BENCH_PGO=0
+# measures the plain `cargo build --release` binary instead.
 PGO=${BENCH_PGO:-1}
 if [[ $PGO == 1 ]]; then
-    BUILT_BIN=$ROOT/target/pgo/release/countersign
+    BUILT_BIN=$ROOT/target/pgo/countersign
     build_gateway() { bash "$ROOT/scripts/pgo-build.sh" "$BUILT_BIN"; }
 else
     BUILT_BIN=$ROOT/target/release/countersign
     build_gateway() { (cd "$ROOT" && cargo build --release --bin countersign --quiet); }
 fi
 if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
-    log "building countersign (release$([[ $PGO == 1 ]] && echo ', profile-guided: scripts/pgo-build.sh, ~20 min'))"
+    log "building countersign (release$([[ $PGO == 1 ]] && echo ', PGO + BOLT: scripts/pgo-build.sh, ~25 min'))"
     build_gateway
     log "building bench/loadgen (release)"
     (cd "$BENCH/loadgen" && cargo build --release --quiet --target-dir "$ROOT/target/loadgen")
@@ -362,7 +362,7 @@ NPROC=$(nproc)
     echo "# countersign benchmark — $(date -u +%Y-%m-%dT%H:%MZ)"
     echo
     echo "- commit: \`$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)\`$(git -C "$ROOT" diff --quiet HEAD -- crates 2>/dev/null || echo ' (crates/ has uncommitted changes)')"
-    echo "- gateway binary: \`${GATEWAY_BIN#"$ROOT"/}\`$([[ -z ${BENCH_GATEWAY_BIN:-} && $PGO == 1 ]] && echo ' (profile-guided, scripts/pgo-build.sh)')"
+    echo "- gateway binary: \`${GATEWAY_BIN#"$ROOT"/}\`$([[ -z ${BENCH_GATEWAY_BIN:-} && $PGO == 1 ]] && echo ' (PGO + BOLT, scripts/pgo-build.sh)')"
     echo "- machine: $NPROC CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(uname -r)"
     echo "- tools: $("$NGINX" -v 2>&1 | sed 's/.*: //'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}'), bench/loadgen (open loop)"
     echo "- per measurement: ${WARMUP}s warm-up + ${DURATION}s, $CONNECTIONS connections, median of $ROUNDS interleaved rounds; all benchmark processes at nice $NICE"
