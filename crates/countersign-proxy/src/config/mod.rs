@@ -304,31 +304,56 @@ impl HostPattern {
     }
 
     /// Does `value` (an `Origin` like `http://localhost:3000` or a `Host` like `localhost:8080`)
-    /// match this pattern?
-    pub fn matches(&self, value: &str) -> bool {
-        let (scheme, rest) = match value.split_once("://") {
-            Some((s, rest)) => (Some(s), rest),
-            None => (None, value),
+    /// match any of `patterns`? The value is split once, not once per pattern: this runs on
+    /// every request.
+    pub fn any_matches(patterns: &[Self], value: &str) -> bool {
+        let Some(value) = Authority::split(value) else {
+            return false;
         };
+        patterns.iter().any(|pattern| pattern.matches_split(&value))
+    }
+
+    /// Does `value` match this pattern? See [`HostPattern::any_matches`].
+    pub fn matches(&self, value: &str) -> bool {
+        Self::any_matches(std::slice::from_ref(self), value)
+    }
+
+    fn matches_split(&self, value: &Authority<'_>) -> bool {
         if let Some(want) = &self.scheme {
-            match scheme {
+            match value.scheme {
                 Some(got) if got.eq_ignore_ascii_case(want) => {}
                 _ => return false,
             }
         }
-        let Some((host, port)) = split_host_port(rest) else {
-            return false;
-        };
-        if !host.eq_ignore_ascii_case(&self.host) {
+        if !value.host.eq_ignore_ascii_case(&self.host) {
             return false;
         }
-        match (&self.port, port) {
+        match (&self.port, value.port) {
             (PortPattern::Any, _) => true,
             (PortPattern::Default, None) => true,
             (PortPattern::Default, Some(_)) => false,
             (PortPattern::Exact(want), Some(got)) => got.parse::<u16>().ok() == Some(*want),
             (PortPattern::Exact(_), None) => false,
         }
+    }
+}
+
+/// A `Host` or `Origin` value split into the parts a [`HostPattern`] compares.
+struct Authority<'a> {
+    scheme: Option<&'a str>,
+    host: &'a str,
+    port: Option<&'a str>,
+}
+
+impl<'a> Authority<'a> {
+    /// `None` when the value is no `[scheme://]host[:port]`, which then matches no pattern.
+    fn split(value: &'a str) -> Option<Self> {
+        let (scheme, rest) = match value.split_once("://") {
+            Some((s, rest)) => (Some(s), rest),
+            None => (None, value),
+        };
+        let (host, port) = split_host_port(rest)?;
+        Some(Self { scheme, host, port })
     }
 }
 
@@ -375,7 +400,7 @@ mod tests {
     #[test]
     fn loopback_origin_patterns_match_any_port_but_not_other_hosts() {
         let policy = default_origin_policy();
-        let ok = |v: &str| policy.allowed.iter().any(|p| p.matches(v));
+        let ok = |v: &str| HostPattern::any_matches(&policy.allowed, v);
         assert!(ok("http://localhost:3000"));
         assert!(ok("http://127.0.0.1"));
         assert!(ok("https://[::1]:8443"));

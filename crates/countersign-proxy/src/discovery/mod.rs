@@ -30,7 +30,7 @@ use http::HeaderValue;
 use http::uri::Authority;
 
 use crate::clock::Clock;
-use crate::config::{HostPolicy, Transport, UpstreamAuth};
+use crate::config::{HostPattern, HostPolicy, Transport, UpstreamAuth};
 use crate::identity::{Identity, ResourceMetadata, WELL_KNOWN};
 use crate::route::Route;
 use upstream_document::UpstreamDocument;
@@ -124,7 +124,7 @@ impl Discovery {
         // A host hardening would refuse is not named back, so no response carries a URL of
         // a client's choosing that the gateway would not serve.
         if let Some(allowed) = &self.hosts.allowed
-            && !allowed.iter().any(|p| p.matches(authority.as_str()))
+            && !HostPattern::any_matches(allowed, authority.as_str())
         {
             return Err(NoOrigin::NotAllowed);
         }

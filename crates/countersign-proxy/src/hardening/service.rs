@@ -6,7 +6,7 @@ use tower::Service;
 use tracing::debug;
 
 use crate::body::ResponseBody;
-use crate::config::{HostPolicy, OriginPolicy};
+use crate::config::{HostPattern, HostPolicy, OriginPolicy};
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::http_fields::{content_length, has_connection_token};
@@ -147,7 +147,7 @@ impl HardeningRules {
         // attacker controls Host anyway.
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("<non-ASCII>");
-            if !self.origins.allowed.iter().any(|p| p.matches(origin)) {
+            if !HostPattern::any_matches(&self.origins.allowed, origin) {
                 return Err(refuse(ProxyError::OriginNotAllowed(origin.to_owned())));
             }
         }
@@ -156,7 +156,7 @@ impl HardeningRules {
                 .get(header::HOST)
                 .and_then(|h| h.to_str().ok())
                 .unwrap_or_default();
-            if !allowed.iter().any(|p| p.matches(host)) {
+            if !HostPattern::any_matches(allowed, host) {
                 return Err(refuse(ProxyError::HostNotAllowed(host.to_owned())));
             }
         }
