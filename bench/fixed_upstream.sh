@@ -1,5 +1,6 @@
 # Sourced by bench/profile.sh, bench/instructions.sh, bench/list-instructions.sh,
-# bench/syscalls.sh, bench/approval-cpu.sh and bench/yardstick.sh: installing what a script
+# bench/syscalls.sh, bench/approval-cpu.sh, bench/yardstick.sh, bench/pgo-train.sh and
+# scripts/pgo-build.sh (which installs bolt-22 with it): installing what a script
 # lacks, free ports, the benchmark upstream (one nginx worker answering POST /mcp with
 # bench/upstream_response.json), as bench/run.sh's `direct` target, reading a callgrind run's
 # counters, and stopping what a script started. Expects BENCH (the bench directory) and
