@@ -41,6 +41,12 @@ BOLT=${PGO_BOLT:-1}
 
 log() { printf '[pgo-build] %s\n' "$*" >&2; }
 die() { printf '[pgo-build] error: %s\n' "$*" >&2; exit 1; }
+# logged LOG COMMAND...: runs COMMAND with its output in LOG; on failure stops with LOG's tail.
+logged() {
+    local log=$1
+    shift
+    "$@" >"$log" 2>&1 || die "$1 failed: $(tail -3 "$log")"
+}
 
 cd "$ROOT"
 host=$(rustc -vV | awk '/^host:/ {print $2}')
@@ -91,23 +97,22 @@ nm --format=posix "$PGO_BIN" | awk 'length($1) > 400 {print $1}' | sort -u \
     | awk '{printf "%s countersign_long_symbol_%d\n", $1, NR}' >"$BOLT_DIR/renamed-symbols"
 objcopy --redefine-syms="$BOLT_DIR/renamed-symbols" "$PGO_BIN" "$BOLT_DIR/countersign.pgo"
 # One counts file per gateway process the training starts.
-llvm-bolt-22 "$BOLT_DIR/countersign.pgo" -o "$BOLT_DIR/countersign.instrumented" -instrument \
-    -instrumentation-file="$BOLT_DIR/counts" -instrumentation-file-append-pid \
-    >"$BOLT_DIR/instrument.log" 2>&1 || die "llvm-bolt-22 -instrument failed: $(tail -3 "$BOLT_DIR/instrument.log")"
+logged "$BOLT_DIR/instrument.log" llvm-bolt-22 "$BOLT_DIR/countersign.pgo" \
+    -o "$BOLT_DIR/countersign.instrumented" -instrument \
+    -instrumentation-file="$BOLT_DIR/counts" -instrumentation-file-append-pid
 log "BOLT: training"
 bash bench/pgo-train.sh "$BOLT_DIR/countersign.instrumented"
 counts=("$BOLT_DIR"/counts.*.fdata)
 [[ -e ${counts[0]} ]] || die "the BOLT training wrote no counts"
-merge-fdata-22 "${counts[@]}" >"$BOLT_DIR/merged.fdata" 2>/dev/null
+logged "$BOLT_DIR/merge.log" merge-fdata-22 "${counts[@]}" -o "$BOLT_DIR/merged.fdata"
 log "BOLT: laying out the binary by ${#counts[@]} processes' counts"
 # ext-tsp orders each function's blocks and cdsort the functions by the calls between them;
 # cold blocks move to a separate section (split-*), identical functions fold into one (icf);
 # the line tables are rewritten to match, so profiles and backtraces still name source lines.
 mkdir -p "$(dirname "$OUT")"
-llvm-bolt-22 "$BOLT_DIR/countersign.pgo" -o "$OUT.bolt-tmp" -data="$BOLT_DIR/merged.fdata" \
-    -reorder-blocks=ext-tsp -reorder-functions=cdsort -split-functions -split-all-cold \
-    -icf=1 -use-gnu-stack -update-debug-sections >"$BOLT_DIR/optimize.log" 2>&1 \
-    || die "llvm-bolt-22 failed: $(tail -3 "$BOLT_DIR/optimize.log")"
+logged "$BOLT_DIR/optimize.log" llvm-bolt-22 "$BOLT_DIR/countersign.pgo" -o "$OUT.bolt-tmp" \
+    -data="$BOLT_DIR/merged.fdata" -reorder-blocks=ext-tsp -reorder-functions=cdsort \
+    -split-functions -split-all-cold -icf=1 -use-gnu-stack -update-debug-sections
 grep -h 'have non-empty execution profile' "$BOLT_DIR/optimize.log" | sed 's/^BOLT-INFO: /[pgo-build] /' >&2 || true
 mv "$OUT.bolt-tmp" "$OUT"
 log "done (PGO + BOLT): $OUT"
