@@ -91,6 +91,40 @@ fn bench_inspect(c: &mut Criterion) {
             black_box(call.strip_approval(black_box(request.clone()), false))
         })
     });
+
+    // A redemption of the benchmark's held call (`bench/redeem_once.lua`): the same small call
+    // with a token as long as the gateway mints in its arguments, which every walk over the
+    // params passes over.
+    let token = format!(
+        "mcp_cf_{}",
+        "eyJ2IjoxLCJpc3MiOiJjb3VudGVyc2lnbiJ9".repeat(15)
+    );
+    let redeem = Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"wipe","arguments":{{"n":1000000001,"confirmationToken":"{token}"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    ));
+    let mut redeem_headers = modern.clone();
+    redeem_headers.insert("mcp-name", HeaderValue::from_static("wipe"));
+    c.bench_function(
+        "inspect+CallParts::of+strip_approval redemption (540-char token)",
+        |b| {
+            b.iter(|| {
+                let inspected =
+                    inspect_post(black_box(&redeem_headers), black_box(redeem.clone()), 64)
+                        .expect("valid");
+                let Payload::Single(Message::Request(request)) = inspected.payload else {
+                    panic!("a single request");
+                };
+                let call = CallParts::of(Method::ToolsCall, request.params.as_ref())
+                    .expect("valid params");
+                let arguments = call.arguments_without_token();
+                black_box((
+                    arguments,
+                    call.bound_params(),
+                    call.strip_approval(request, true),
+                ))
+            })
+        },
+    );
 }
 
 /// `arguments_listing` of a 4 MiB array of small numbers: what the held result's text and the
