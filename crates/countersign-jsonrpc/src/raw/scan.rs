@@ -27,8 +27,8 @@ fn string_end(text: &[u8], at: usize) -> usize {
 /// [`string_end`], and whether the string has an escape: a key without one is its own text,
 /// so it is compared and read without unescaping.
 ///
-/// Always inlined: every walk calls it once
-/// per key and string value, and a call costs as much as reading a short key.
+/// Always inlined: every walk calls it once per key and string value, and a call costs as much
+/// as reading a short key.
 #[inline(always)]
 fn string_end_escaped(text: &[u8], at: usize) -> (usize, bool) {
     let mut i = at + 1;
@@ -51,7 +51,7 @@ fn string_end_escaped(text: &[u8], at: usize) -> (usize, bool) {
 /// String contents are most of what a walk over an object passes, and a walk passes over every
 /// member before the one it wants. Keys and short values end within a few words, read eight
 /// bytes at a time here, inline; a string still open after that (a confirmation token, a
-/// document) is left to [`long_string_end`].
+/// document) is left to [`quote_or_backslash_in_long_string`].
 #[inline(always)]
 fn quote_or_backslash(text: &[u8], mut at: usize) -> usize {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
@@ -76,13 +76,13 @@ fn quote_or_backslash(text: &[u8], mut at: usize) -> usize {
         }
         at += 8;
     }
-    long_string_end(text, at)
+    quote_or_backslash_in_long_string(text, at)
 }
 
 /// [`quote_or_backslash`] past its first words: `memchr2`'s vector search, which reads 16 or
 /// 32 bytes at a time but costs more to start than a short string takes to read.
 #[inline(never)]
-fn long_string_end(text: &[u8], at: usize) -> usize {
+fn quote_or_backslash_in_long_string(text: &[u8], at: usize) -> usize {
     memchr::memchr2(b'"', b'\\', &text[at..]).map_or(text.len(), |found| at + found)
 }
 
@@ -416,5 +416,12 @@ mod tests {
         ] {
             assert_eq!(string_end_escaped(text, 0), (end, escaped), "{text:?}");
         }
+        // Past the inline words, where the vector search takes over: an escaped quote there
+        // does not end the string, and the search goes on after it.
+        let long = format!(r#""{}\"{}" "#, "a".repeat(100), "b".repeat(100));
+        assert_eq!(
+            string_end_escaped(long.as_bytes(), 0),
+            (long.len() - 1, true)
+        );
     }
 }
