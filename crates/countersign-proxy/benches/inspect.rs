@@ -4,6 +4,7 @@
 use std::hint::black_box;
 
 use bytes::Bytes;
+use countersign_jsonrpc::message::Request;
 use countersign_jsonrpc::{Message, Payload, RawJson};
 use countersign_policy::Method;
 use countersign_proxy::classify::CallParts;
@@ -22,6 +23,22 @@ fn tools_call_body() -> String {
         r#"{{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{{"name":"create_order","arguments":{{"customer":"ada@example.com","items":[{}]}},"_meta":{{"progressToken":"p-42"}}}}}}"#,
         lines.join(",")
     )
+}
+
+/// The one request of a POST body, as the Parse layer hands it on.
+fn inspect_request(headers: &HeaderMap, body: Bytes) -> Request {
+    let inspected = inspect_post(headers, body, 64).expect("valid");
+    let Payload::Single(Message::Request(request)) = inspected.payload else {
+        panic!("a single request");
+    };
+    request
+}
+
+/// `headers` with `Mcp-Name` set to `tool`, as a client mirrors the call's target.
+fn naming(headers: &HeaderMap, tool: &'static str) -> HeaderMap {
+    let mut named = headers.clone();
+    named.insert("mcp-name", HeaderValue::from_static(tool));
+    named
 }
 
 fn bench_inspect(c: &mut Criterion) {
@@ -66,8 +83,7 @@ fn bench_inspect(c: &mut Criterion) {
     // included) with its headers.
     let small = Bytes::from_static(include_bytes!("../../../bench/tools_call.json"));
     assert_eq!(small.len(), 209, "bench/tools_call.json changed");
-    let mut small_headers = modern.clone();
-    small_headers.insert("mcp-name", HeaderValue::from_static("list_products"));
+    let small_headers = naming(&modern, "list_products");
     c.bench_function(
         "inspect+reserialize tools/call 209B bench (2026-07-28 headers)",
         |b| {
@@ -80,10 +96,7 @@ fn bench_inspect(c: &mut Criterion) {
         },
     );
     // What classifying and forwarding an allowed call reads of it.
-    let inspected = inspect_post(&small_headers, small.clone(), 64).expect("valid");
-    let Payload::Single(Message::Request(request)) = inspected.payload else {
-        panic!("a single request");
-    };
+    let request = inspect_request(&small_headers, small.clone());
     c.bench_function("CallParts::of+strip_approval tools/call 209B bench", |b| {
         b.iter(|| {
             let call = CallParts::of(Method::ToolsCall, black_box(request.params.as_ref()))
@@ -102,18 +115,13 @@ fn bench_inspect(c: &mut Criterion) {
     let redeem = Bytes::from(format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"wipe","arguments":{{"n":1000000001,"confirmationToken":"{token}"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
     ));
-    let mut redeem_headers = modern.clone();
-    redeem_headers.insert("mcp-name", HeaderValue::from_static("wipe"));
+    let redeem_headers = naming(&modern, "wipe");
     c.bench_function(
         "inspect+CallParts::of+strip_approval redemption (540-char token)",
         |b| {
             b.iter(|| {
-                let inspected =
-                    inspect_post(black_box(&redeem_headers), black_box(redeem.clone()), 64)
-                        .expect("valid");
-                let Payload::Single(Message::Request(request)) = inspected.payload else {
-                    panic!("a single request");
-                };
+                let request =
+                    inspect_request(black_box(&redeem_headers), black_box(redeem.clone()));
                 let call = CallParts::of(Method::ToolsCall, request.params.as_ref())
                     .expect("valid params");
                 let arguments = call.arguments_without_token();
