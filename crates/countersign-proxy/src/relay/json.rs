@@ -53,6 +53,8 @@ pin_project! {
         upstream: Option<B>,
         relayed: usize,
         bounds: BodyBounds,
+        // Whether the upstream was read yet: see `poll_frame`.
+        read_before: bool,
         #[pin]
         deadline: Sleep,
         metrics: ProxyMetrics,
@@ -90,6 +92,7 @@ impl<B: Body> JsonRelay<B> {
             upstream: Some(upstream),
             relayed: 0,
             bounds,
+            read_before: false,
             deadline: tokio::time::sleep(bounds.deadline),
             metrics: metrics.clone(),
             upstream_label,
@@ -114,15 +117,20 @@ where
             let Some(upstream) = this.upstream.as_mut().as_pin_mut() else {
                 return Poll::Ready(None);
             };
-            // Checked before reading, so an upstream with bytes always ready cannot outrun it.
-            if this.deadline.as_mut().poll(cx).is_ready() {
-                let error = ProxyError::UpstreamTimeout {
-                    upstream: (*this.upstream_label).to_owned(),
-                    timeout: this.bounds.deadline,
-                };
-                return Poll::Ready(Some(Err(cut(&mut this, Some("response_timeout"), error))));
+            // Checked before reading, so an upstream with bytes always ready (and a client slow
+            // to take them) cannot outrun it. Not before the first read, which follows the
+            // headers at once, nor once the upstream has ended, when no read can take long:
+            // then an answer whose body came with its head, most of them, never arms the timer.
+            let checked = *this.read_before && !upstream.is_end_stream();
+            if checked && this.deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Some(Err(timed_out(&mut this))));
             }
+            *this.read_before = true;
             match upstream.poll_frame(cx) {
+                // Waiting for the upstream: the timer must be armed to end the wait.
+                Poll::Pending if !checked && this.deadline.as_mut().poll(cx).is_ready() => {
+                    return Poll::Ready(Some(Err(timed_out(&mut this))));
+                }
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => {
                     this.upstream.set(None);
@@ -173,6 +181,15 @@ where
             None => SizeHint::with_exact(0),
         }
     }
+}
+
+/// Ends the body at its deadline.
+fn timed_out<B>(this: &mut JsonRelayProj<'_, B>) -> BoxError {
+    let error = ProxyError::UpstreamTimeout {
+        upstream: (*this.upstream_label).to_owned(),
+        timeout: this.bounds.deadline,
+    };
+    cut(this, Some("response_timeout"), error)
 }
 
 /// Ends the body on `error`: drops the upstream, counts the limit it hit, if any, and logs; the

@@ -402,3 +402,52 @@ async fn a_dripping_upstream_is_cut_at_the_response_deadline() {
         received.body.len()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_upstream_always_ready_is_still_cut_at_the_deadline_when_the_client_reads_slowly() {
+    // Every byte is there at once, so reading never waits on the upstream: only the client,
+    // which takes one frame a second, makes the body slow.
+    let ready = futures_util::stream::iter(
+        (0..3600).map(|_| Ok::<_, Infallible>(Frame::data(Bytes::from_static(b" ")))),
+    );
+    let bounds = BodyBounds {
+        max_bytes: LIMIT,
+        deadline: Duration::from_secs(10),
+    };
+    let metrics = ProxyMetrics::unregistered();
+    let mut body = JsonRelay::new(StreamBody::new(ready), bounds, &metrics, "store")
+        .expect("no declared length")
+        .boxed_unsync();
+
+    let mut relayed = 0;
+    let ended = loop {
+        match body.frame().await {
+            Some(Ok(_)) => relayed += 1,
+            Some(Err(error)) => break error.to_string(),
+            None => panic!("all 3600 frames relayed over an hour, past the 10 s deadline"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+
+    assert!(ended.contains("did not answer"), "{ended}");
+    assert!(relayed <= 11, "cut at the deadline, after {relayed} frames");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_has_ended_is_not_cut_however_late_the_client_asks_for_its_end() {
+    // The whole body is relayed at once; the client asks for the end only after the deadline.
+    let whole = http_body_util::Full::new(Bytes::from_static(b"{}"));
+    let bounds = BodyBounds {
+        max_bytes: LIMIT,
+        deadline: Duration::from_secs(10),
+    };
+    let metrics = ProxyMetrics::unregistered();
+    let mut body = JsonRelay::new(whole, bounds, &metrics, "store")
+        .expect("no declared length")
+        .boxed_unsync();
+
+    let first = body.frame().await.expect("a frame").expect("data");
+    assert_eq!(first.into_data().expect("data"), Bytes::from_static(b"{}"));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(body.frame().await.is_none(), "ended cleanly");
+}
