@@ -13,11 +13,12 @@
 //! matched by its id, whether it arrives as a JSON body or as one event of an SSE stream.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use countersign_jsonrpc::RawJson;
 use countersign_jsonrpc::message::{ErrorObject, Message, Payload, RequestId, Response, TopLevel};
 use countersign_policy::Action;
+use memchr::memmem::Finder;
 use serde_json::{Map, Value, json};
 use tracing::warn;
 
@@ -264,8 +265,10 @@ fn upstream_result(body: &[u8], id: &RequestId) -> Option<Value> {
 /// or has a `\u` escape (the only way JSON spells a letter differently). Exact for every body
 /// that says no, so only the answers that may ask are parsed.
 fn may_ask_for_input(body: &[u8]) -> bool {
-    let contains = |needle: &[u8]| memchr::memmem::find(body, needle).is_some();
-    contains(b"input_required") || contains(b"\\u")
+    static INPUT_REQUIRED: LazyLock<Finder<'static>> =
+        LazyLock::new(|| Finder::new(b"input_required"));
+    static UNICODE_ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+    INPUT_REQUIRED.find(body).is_some() || UNICODE_ESCAPE.find(body).is_some()
 }
 
 /// The result of `body`, as slices of it, when `body` is the successful response to `id`.
@@ -285,8 +288,11 @@ const LIST_CHANGED: &str = "notifications/tools/list_changed";
 /// Marks the upstream's catalog stale when a relayed message announces that its tools changed;
 /// the next call is then classified against a fresh listing.
 fn watch_list_changed(data: &[u8], upstream: &str, catalog: &CatalogSync) {
-    // Cheap filter first: almost no event is this notification.
-    if memchr::memmem::find(data, LIST_CHANGED.as_bytes()).is_none() {
+    // Cheap filter first: almost no event is this notification. The searcher is built once:
+    // building it for every message cost more than searching a short answer.
+    static NOTIFICATION: LazyLock<Finder<'static>> =
+        LazyLock::new(|| Finder::new(LIST_CHANGED.as_bytes()));
+    if NOTIFICATION.find(data).is_none() {
         return;
     }
     if let Ok(Message::Notification(n)) = Message::parse(data)
