@@ -9,13 +9,22 @@
 //! returns, serde returns too (a property test holds the two together), and every object it
 //! declines is accepted or refused exactly as it always was.
 
-use super::Claims;
+use super::{Claims, TokenRejection, parse_object};
+
+/// A token's claims from their decoded JSON: a minted object read in one pass, any other
+/// spelling by serde, which accepts or refuses it exactly as it always did.
+pub(super) fn read(json: &[u8]) -> Result<Claims, TokenRejection> {
+    match read_minted(json) {
+        Some(claims) => Ok(claims),
+        None => parse_object(json),
+    }
+}
 
 /// The claims in `json`, when `json` is exactly a compact object as `serde_json` writes a
 /// [`Claims`]: the fields in declaration order, each once, strings without escapes or control
 /// characters, integers in their shortest form, nothing after the closing brace. `None` for
 /// any other text, valid or not.
-pub(super) fn read_minted(json: &[u8]) -> Option<Claims> {
+fn read_minted(json: &[u8]) -> Option<Claims> {
     // Validated once, so each string below is a slice of it rather than its own check.
     let text = std::str::from_utf8(json).ok()?;
     let mut fields = Fields { text, at: 0 };
@@ -81,6 +90,19 @@ impl Fields<'_> {
     /// The string value after `key` (the separator, key and colon, as one literal).
     fn string(&mut self, key: &str) -> Option<String> {
         self.literal(key)?;
+        self.quoted()
+    }
+
+    /// The string value after `key` if the text has that key next; `Some(None)` if not.
+    fn optional_string(&mut self, key: &str) -> Option<Option<String>> {
+        match self.literal(key) {
+            Some(()) => self.quoted().map(Some),
+            None => Some(None),
+        }
+    }
+
+    /// The string that comes next, quotes included in the text, not in the value.
+    fn quoted(&mut self) -> Option<String> {
         self.literal("\"")?;
         let start = self.at;
         let rest = &self.text.as_bytes()[start..];
@@ -100,15 +122,6 @@ impl Fields<'_> {
         self.at = start + length + 1;
         // On the quotes, which are ASCII, so on character boundaries.
         self.text.get(start..start + length).map(str::to_owned)
-    }
-
-    /// The string value after `key` if the text has that key next; `Some(None)` if not.
-    fn optional_string(&mut self, key: &str) -> Option<Option<String>> {
-        if self.text.as_bytes()[self.at..].starts_with(key.as_bytes()) {
-            self.string(key).map(Some)
-        } else {
-            Some(None)
-        }
     }
 
     /// The unsigned integer after `key`, written as JSON writes it: digits, no leading zero,

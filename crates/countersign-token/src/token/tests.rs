@@ -21,7 +21,9 @@ fn k1() -> Keyring {
     keyring(&format!("k1:{KEY_A}"))
 }
 
-fn claims() -> Claims {
+/// Claims of a plain call, as the golden token carries them; the claims reader's tests start
+/// from them too.
+pub(super) fn claims() -> Claims {
     Claims {
         v: 1,
         iss: "gw-test".into(),
