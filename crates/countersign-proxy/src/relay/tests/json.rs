@@ -370,6 +370,22 @@ async fn an_observer_that_needs_the_body_still_gets_it_whole_and_its_edit_is_sen
     assert!(received.complete);
 }
 
+/// `body` relayed as an upstream's JSON answer with no declared length, within the test
+/// route's size limit and a 10 s deadline.
+fn relayed_within_ten_seconds<B>(body: B) -> ResponseBody
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<crate::body::BoxError>,
+{
+    let bounds = BodyBounds {
+        max_bytes: LIMIT,
+        deadline: Duration::from_secs(10),
+    };
+    JsonRelay::new(body, bounds, &ProxyMetrics::unregistered(), "store")
+        .expect("no declared length")
+        .boxed_unsync()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_dripping_upstream_is_cut_at_the_response_deadline() {
     // One byte a second for an hour: within the size limit all along.
@@ -383,14 +399,7 @@ async fn a_dripping_upstream_is_cut_at_the_response_deadline() {
             sent + 1,
         ))
     });
-    let bounds = BodyBounds {
-        max_bytes: LIMIT,
-        deadline: Duration::from_secs(10),
-    };
-    let metrics = ProxyMetrics::unregistered();
-    let body = JsonRelay::new(StreamBody::new(drip), bounds, &metrics, "store")
-        .expect("no declared length")
-        .boxed_unsync();
+    let body = relayed_within_ten_seconds(StreamBody::new(drip));
 
     let received = client_receives(Response::new(body)).await;
 
@@ -410,14 +419,7 @@ async fn an_upstream_always_ready_is_still_cut_at_the_deadline_when_the_client_r
     let ready = futures_util::stream::iter(
         (0..3600).map(|_| Ok::<_, Infallible>(Frame::data(Bytes::from_static(b" ")))),
     );
-    let bounds = BodyBounds {
-        max_bytes: LIMIT,
-        deadline: Duration::from_secs(10),
-    };
-    let metrics = ProxyMetrics::unregistered();
-    let mut body = JsonRelay::new(StreamBody::new(ready), bounds, &metrics, "store")
-        .expect("no declared length")
-        .boxed_unsync();
+    let mut body = relayed_within_ten_seconds(StreamBody::new(ready));
 
     let mut relayed = 0;
     let ended = loop {
@@ -437,14 +439,7 @@ async fn an_upstream_always_ready_is_still_cut_at_the_deadline_when_the_client_r
 async fn a_body_that_has_ended_is_not_cut_however_late_the_client_asks_for_its_end() {
     // The whole body is relayed at once; the client asks for the end only after the deadline.
     let whole = http_body_util::Full::new(Bytes::from_static(b"{}"));
-    let bounds = BodyBounds {
-        max_bytes: LIMIT,
-        deadline: Duration::from_secs(10),
-    };
-    let metrics = ProxyMetrics::unregistered();
-    let mut body = JsonRelay::new(whole, bounds, &metrics, "store")
-        .expect("no declared length")
-        .boxed_unsync();
+    let mut body = relayed_within_ten_seconds(whole);
 
     let first = body.frame().await.expect("a frame").expect("data");
     assert_eq!(first.into_data().expect("data"), Bytes::from_static(b"{}"));
