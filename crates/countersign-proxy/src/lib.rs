@@ -39,6 +39,7 @@ pub mod relay;
 pub mod route;
 pub mod server;
 mod socket;
+mod splice;
 pub mod stack;
 pub mod state;
 pub mod trace;

@@ -1,4 +1,5 @@
-//! Reading a TCP socket so that a read which drains it also clears its readiness.
+//! Reading and writing a TCP socket: a read that drains it also clears its readiness, and a
+//! write of two buffers is one system call.
 //!
 //! epoll is edge-triggered: once a read returns fewer bytes than it had room for, the socket
 //! is empty until the event loop reports it again. tokio's own `AsyncRead::poll_read` uses
@@ -35,4 +36,28 @@ pub(crate) fn read_draining(
         Some(n) => Ok(n),
         None => result,
     }
+}
+
+/// Writes `first` then `second` to `stream`, in one system call when the socket takes both.
+pub(crate) async fn write_all_vectored(
+    stream: &TcpStream,
+    mut first: &[u8],
+    mut second: &[u8],
+) -> io::Result<()> {
+    while !(first.is_empty() && second.is_empty()) {
+        let slices = [io::IoSlice::new(first), io::IoSlice::new(second)];
+        match stream.try_write_vectored(&slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(written) => {
+                let from_first = written.min(first.len());
+                first = &first[from_first..];
+                second = &second[written - from_first..];
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                stream.writable().await?;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
 }

@@ -48,6 +48,11 @@ pub(crate) const MAX_EVENT_BYTES: usize = 1 << 20;
 
 /// The route `PATH` → the upstream at `url` (`http://host:port/path`).
 pub(crate) fn route(url: &str) -> Route {
+    route_with_response_timeout(url, Duration::from_secs(10))
+}
+
+/// [`route`] with the upstream's `response_timeout` set to `response_timeout`.
+pub(crate) fn route_with_response_timeout(url: &str, response_timeout: Duration) -> Route {
     let url: Uri = url.parse().expect("a valid upstream URL");
     let upstream = Upstream {
         name: UPSTREAM.to_owned(),
@@ -58,7 +63,7 @@ pub(crate) fn route(url: &str) -> Route {
         url,
         auth: UpstreamAuth::Forward,
         connect_timeout: Duration::from_secs(5),
-        response_timeout: Duration::from_secs(10),
+        response_timeout,
         max_response_bytes: NonZeroUsize::new(1 << 20).expect("non-zero"),
     };
     Route(Arc::new(RouteTarget {

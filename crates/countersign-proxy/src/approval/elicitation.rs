@@ -112,7 +112,7 @@ pub(super) fn sse_response(receiver: mpsc::Receiver<Bytes>) -> http::Response<Re
             .await
             .map(|bytes| (Ok::<_, BoxError>(Frame::data(bytes)), receiver))
     });
-    let mut response = http::Response::new(StreamBody::new(stream).boxed_unsync());
+    let mut response = http::Response::new(ResponseBody::new(StreamBody::new(stream)));
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,

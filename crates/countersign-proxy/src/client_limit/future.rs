@@ -2,14 +2,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use bytes::Bytes;
 use http::Response;
-use http_body::{Body, Frame, SizeHint};
-use http_body_util::BodyExt;
 use pin_project_lite::pin_project;
 
 use super::slots::ClientSlot;
-use crate::body::{BoxError, ResponseBody};
+use crate::body::ResponseBody;
 
 pin_project! {
     /// The inner service's answer, its body holding the client's slot until it ends.
@@ -53,9 +50,7 @@ where
                     .take()
                     .expect("a ResponseFuture is polled only until it is ready");
                 // A stream is a request still in flight: the slot goes with the body.
-                Poll::Ready(Ok(
-                    response.map(|body| SlotBody { body, _slot: slot }.boxed_unsync())
-                ))
+                Poll::Ready(Ok(response.map(|body| body.hold(slot))))
             }
         }
     }
@@ -68,35 +63,5 @@ impl<F> std::fmt::Debug for ResponseFuture<F> {
             Self::Inner { .. } => "Inner",
         };
         f.debug_tuple("ResponseFuture").field(&state).finish()
-    }
-}
-
-pin_project! {
-    /// A response body that gives its client's slot back when it is dropped: at its end, or
-    /// when the client goes away.
-    struct SlotBody {
-        #[pin]
-        body: ResponseBody,
-        _slot: ClientSlot,
-    }
-}
-
-impl Body for SlotBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.project().body.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }

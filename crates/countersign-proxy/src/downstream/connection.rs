@@ -27,7 +27,7 @@ use super::request_body::RequestBody;
 use super::response::{ResponseFraming, choose_framing, encode_head, refusal};
 use crate::body::ResponseBody;
 use crate::http_fields::has_connection_token;
-use crate::socket::read_draining;
+use crate::socket::{read_draining, write_all_vectored};
 
 /// Bytes reserved for one read of request heads.
 const READ_CHUNK: usize = 8 * 1024;
@@ -226,23 +226,8 @@ impl Connection {
     }
 
     /// Writes `first` then `second`, in one system call when the socket takes both.
-    async fn write_all_vectored(&self, mut first: &[u8], mut second: &[u8]) -> io::Result<()> {
-        while !(first.is_empty() && second.is_empty()) {
-            let slices = [io::IoSlice::new(first), io::IoSlice::new(second)];
-            match self.stream.try_write_vectored(&slices) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(written) => {
-                    let from_first = written.min(first.len());
-                    first = &first[from_first..];
-                    second = &second[written - from_first..];
-                }
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                    self.stream.writable().await?;
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        Ok(())
+    async fn write_all_vectored(&self, first: &[u8], second: &[u8]) -> io::Result<()> {
+        write_all_vectored(&self.stream, first, second).await
     }
 
     /// Writes `response`; `Ok(true)` when the connection may carry another request. A body
@@ -264,6 +249,15 @@ impl Connection {
         drop(parts);
         if framing == ResponseFraming::None {
             self.write_all(&out).await?;
+            return Ok(keep_alive);
+        }
+        if let ResponseFraming::Length(length) = framing
+            && let Some(relay) = body.passthrough_mut()
+        {
+            // An upstream's answer passed on unchanged: socket to socket in the kernel.
+            if relay.splice_to(&out, &self.stream).await? != length {
+                return Err(io::Error::other("response body shorter than its length"));
+            }
             return Ok(keep_alive);
         }
         let mut sent: u64 = 0;

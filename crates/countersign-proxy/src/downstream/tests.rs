@@ -115,10 +115,10 @@ async fn start(header_read_timeout: Duration) -> Harness {
                             let frames = f.lock().unwrap().take().expect("frames for /stream");
                             let stream = tokio_stream_of(frames);
                             let watched = Watched {
-                                inner: StreamBody::new(stream).boxed_unsync(),
+                                inner: ResponseBody::new(StreamBody::new(stream)),
                                 dropped: d.lock().unwrap().take(),
                             };
-                            (Ok(Vec::new()), watched.boxed_unsync())
+                            (Ok(Vec::new()), ResponseBody::new(watched))
                         }
                         _ => match request.into_body().collect().await {
                             Ok(collected) => {

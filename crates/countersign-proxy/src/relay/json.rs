@@ -27,12 +27,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
+use tokio::net::TcpStream;
 use tokio::time::Sleep;
 use tracing::warn;
 
 use crate::body::BoxError;
 use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
+use crate::splice::SpliceError;
+use crate::upstream::WireBody;
 
 /// The bounds of one streamed body.
 #[derive(Debug, Clone, Copy)]
@@ -180,6 +183,51 @@ where
             Some(upstream) => upstream.size_hint(),
             None => SizeHint::with_exact(0),
         }
+    }
+}
+
+impl JsonRelay<WireBody> {
+    /// Sends `head`, then this body, to `client`, socket to socket ([`WireBody::splice_to`]);
+    /// returns the body bytes sent. The bounds hold as when the body is read: its declared
+    /// length was checked against `max_bytes` before the relay was made, and the whole body
+    /// must pass by the same deadline, or it is cut, counted and logged the same way.
+    pub(crate) async fn splice_to(
+        self: Pin<&mut Self>,
+        head: &[u8],
+        client: &TcpStream,
+    ) -> std::io::Result<u64> {
+        let mut this = self.project();
+        let deadline = this.deadline.deadline();
+        let sent = match this.upstream.as_mut().as_pin_mut() {
+            Some(wire) => {
+                tokio::time::timeout_at(deadline, wire.get_mut().splice_to(head, client)).await
+            }
+            None => Ok(crate::socket::write_all_vectored(client, head, &[])
+                .await
+                .map(|()| 0)
+                .map_err(SpliceError::To)),
+        };
+        let error = match sent {
+            Ok(Ok(sent)) => {
+                *this.relayed = usize::try_from(sent).unwrap_or(usize::MAX);
+                this.upstream.set(None);
+                return Ok(sent);
+            }
+            // The client went away: nothing to log, as when it stops reading a relayed body.
+            Ok(Err(SpliceError::To(error))) => {
+                this.upstream.set(None);
+                return Err(error);
+            }
+            Ok(Err(upstream)) => {
+                let error = ProxyError::UpstreamBody {
+                    upstream: (*this.upstream_label).to_owned(),
+                    source: Box::new(upstream),
+                };
+                cut(&mut this, None, error)
+            }
+            Err(_elapsed) => timed_out(&mut this),
+        };
+        Err(std::io::Error::other(error))
     }
 }
 

@@ -66,6 +66,11 @@ pub trait WatchResponses: Send + Sync + std::fmt::Debug {
     ) -> Option<Observer>;
 }
 
+/// The unread part of a streamed answer from which it is sent on with `splice` rather than
+/// copied. Below it, the pipe's setup and the extra step cost more than the copies: most MCP
+/// answers arrive whole with their head, and a read that size copies in microseconds.
+const SPLICE_AT_LEAST: u64 = 64 * 1024;
+
 /// Sends `request` upstream and relays the answer.
 pub async fn relay(
     route: &RouteTarget,
@@ -106,7 +111,14 @@ pub async fn relay(
                 .min(upstream.max_response_bytes.get()),
             ..streams.clone()
         };
-        SseRelay::new(body, &settings, metrics, route.label, observer, pending).boxed_unsync()
+        ResponseBody::new(SseRelay::new(
+            body,
+            &settings,
+            metrics,
+            route.label,
+            observer,
+            pending,
+        ))
     } else if let Some(observer) = observer.as_mut().filter(|o| o.needs_whole_messages()) {
         let bytes = buffer(upstream, body).await?;
         match observer.observe(&bytes) {
@@ -118,7 +130,12 @@ pub async fn relay(
             max_bytes: upstream.max_response_bytes.get(),
             deadline: upstream.response_timeout,
         };
-        JsonRelay::new(body, bounds, metrics, route.label)?.boxed_unsync()
+        match body.into_spliceable(SPLICE_AT_LEAST) {
+            Ok(wire) => {
+                ResponseBody::passthrough(JsonRelay::new(wire, bounds, metrics, route.label)?)
+            }
+            Err(body) => ResponseBody::new(JsonRelay::new(body, bounds, metrics, route.label)?),
+        }
     };
     Ok(Response::from_parts(parts, body))
 }

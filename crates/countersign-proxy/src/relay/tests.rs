@@ -16,6 +16,7 @@ use crate::metrics::ProxyMetrics;
 
 mod json;
 mod passing;
+mod passthrough;
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);

@@ -35,6 +35,18 @@ impl UpstreamBody {
     pub fn local(body: ResponseBody) -> Self {
         UpstreamBody::Local { body }
     }
+
+    /// The body as the plain upstream's connection it is still to be read from, when at least
+    /// `at_least` bytes of it are unread and its length is declared: a body the server can
+    /// send on with `splice`. Any other body is given back as it was.
+    pub fn into_spliceable(self, at_least: u64) -> Result<WireBody, Self> {
+        match self {
+            UpstreamBody::Wire { body } if body.unread_len().is_some_and(|n| n >= at_least) => {
+                Ok(body)
+            }
+            other => Err(other),
+        }
+    }
 }
 
 impl std::fmt::Debug for UpstreamBody {

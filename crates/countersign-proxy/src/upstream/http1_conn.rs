@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use super::http1_pool::Lent;
 use super::http1_wire::{Decoded, Framing, Head, WireError, parse_head};
 use crate::body::BoxError;
+use crate::splice::{SpliceError, splice_exactly};
 
 /// Bytes reserved for an answer's first read: most MCP answers arrive in one.
 const FIRST_READ: usize = 16 * 1024;
@@ -60,6 +61,11 @@ impl Connection {
     /// read as the next request's answer, so the connection must not carry one.
     pub(super) fn has_unasked_bytes(&self) -> bool {
         !self.buf.is_empty()
+    }
+
+    /// Bytes read from the socket and not handed on yet.
+    pub(super) fn buffered(&self) -> usize {
+        self.buf.len()
     }
 
     /// Whether this idle connection, idle for `idle_for`, can no longer carry a request: the
@@ -192,6 +198,64 @@ impl WireBody {
         {
             lent.give_back();
         }
+    }
+
+    /// Bytes of a length-framed body not read from the socket yet; `None` for other framings.
+    pub(crate) fn unread_len(&self) -> Option<u64> {
+        let Framing::Length(remaining) = self.framing else {
+            return None;
+        };
+        let buffered = self.connection.as_ref().map_or(0, |lent| lent.buffered());
+        Some(remaining.saturating_sub(buffered as u64))
+    }
+
+    /// Writes `head`, then the rest of this length-framed body, to `client`: what arrived with
+    /// the answer's head in one write with it, the unread rest socket to socket with `splice`.
+    /// Returns the body bytes sent. As when the body is read, the connection goes back to the
+    /// pool once the body has ended exactly, and is closed on any failure.
+    pub(crate) async fn splice_to(
+        &mut self,
+        head: &[u8],
+        client: &TcpStream,
+    ) -> Result<u64, SpliceError> {
+        let result = self.splice_rest(head, client).await;
+        match result {
+            Ok(_) => {
+                self.framing = Framing::Length(0);
+                self.finish();
+            }
+            Err(_) => self.connection = None,
+        }
+        result
+    }
+
+    async fn splice_rest(&mut self, head: &[u8], client: &TcpStream) -> Result<u64, SpliceError> {
+        let Framing::Length(total) = self.framing else {
+            // Only a length-framed body says where it ends without being read.
+            return Err(SpliceError::From(io::Error::other(
+                "not a length-framed body",
+            )));
+        };
+        let Some(lent) = self.connection.as_mut() else {
+            crate::socket::write_all_vectored(client, head, &[])
+                .await
+                .map_err(SpliceError::To)?;
+            return Ok(0);
+        };
+        let connection = lent.connection();
+        let buffered = usize::try_from(total).map_or(connection.buf.len(), |total| {
+            total.min(connection.buf.len())
+        });
+        let first = connection.buf.split_to(buffered);
+        if connection.buf.is_empty() {
+            // An idle connection holds no buffer.
+            connection.buf = BytesMut::new();
+        }
+        crate::socket::write_all_vectored(client, head, &first)
+            .await
+            .map_err(SpliceError::To)?;
+        splice_exactly(&connection.stream, client, total - buffered as u64).await?;
+        Ok(total)
     }
 
     fn fail(&mut self, error: impl Into<BoxError>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {

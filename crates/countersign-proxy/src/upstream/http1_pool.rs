@@ -80,6 +80,11 @@ impl Lent {
         &mut self.connection
     }
 
+    /// Bytes read from the connection and not handed on yet.
+    pub(super) fn buffered(&self) -> usize {
+        self.connection.buffered()
+    }
+
     /// The response body ended: the connection can carry the next request.
     pub(super) fn give_back(self) {
         let Lent {

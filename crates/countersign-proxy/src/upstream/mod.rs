@@ -30,6 +30,7 @@ pub use call::{CallerContext, call, list_tools};
 pub use failure::ConnectFailure;
 pub use forwarded::Forwarded;
 pub use http_client::HttpClient;
+pub use http1_conn::WireBody;
 pub use legacy_sse::LegacySseConnector;
 pub use local::{Channel, Connector, LocalUpstream, UpstreamState};
 pub use probe::probe;

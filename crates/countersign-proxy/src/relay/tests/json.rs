@@ -381,9 +381,10 @@ where
         max_bytes: LIMIT,
         deadline: Duration::from_secs(10),
     };
-    JsonRelay::new(body, bounds, &ProxyMetrics::unregistered(), "store")
-        .expect("no declared length")
-        .boxed_unsync()
+    ResponseBody::new(
+        JsonRelay::new(body, bounds, &ProxyMetrics::unregistered(), "store")
+            .expect("no declared length"),
+    )
 }
 
 #[tokio::test(start_paused = true)]

@@ -200,7 +200,7 @@ pub(super) fn event_stream(
     guards: Vec<Box<dyn Send>>,
     session: Option<&str>,
 ) -> Response<ResponseBody> {
-    let mut response = Response::new(EventStream::new(rx, guards).boxed_unsync());
+    let mut response = Response::new(ResponseBody::new(EventStream::new(rx, guards)));
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
