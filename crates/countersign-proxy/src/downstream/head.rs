@@ -157,7 +157,8 @@ pub(crate) fn parse_request_head(
 
 /// The fields MCP clients send that are not among `http`'s standard names, which
 /// `HeaderName::from_bytes` would copy into an allocation of their own on every request.
-const MCP_FIELDS: [HeaderName; 6] = [
+/// A `static`: a `const` array is built and dropped again at every use, once per header.
+static MCP_FIELDS: [HeaderName; 6] = [
     crate::wire::MCP_PROTOCOL_VERSION,
     crate::wire::MCP_METHOD,
     crate::wire::MCP_NAME,
