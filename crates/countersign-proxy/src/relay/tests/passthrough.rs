@@ -104,16 +104,28 @@ async fn serve_upstream(mut socket: TcpStream, answers: Arc<Mutex<std::vec::Into
     }
 }
 
+/// Where the message head at the front of `raw` ends (its empty line), and the head lowercased.
+fn head_of(raw: &[u8]) -> Option<(usize, String)> {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    Some((
+        end,
+        String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase(),
+    ))
+}
+
+/// The `Content-Length` of a lowercased head.
+fn declared_length(head: &str) -> Option<usize> {
+    head.lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .map(|value| value.trim().parse().expect("a length"))
+}
+
 /// Reads one request (head and `Content-Length` body) from the front of `buf` and the socket;
 /// false once the gateway closed the connection.
 async fn read_request(socket: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
     loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|line| line.strip_prefix("content-length:"))
-                .map_or(0, |value| value.trim().parse().expect("a length"));
+        if let Some((end, head)) = head_of(buf) {
+            let length = declared_length(&head).unwrap_or(0);
             if buf.len() >= end + 4 + length {
                 buf.drain(..end + 4 + length);
                 return true;
@@ -222,13 +234,8 @@ async fn call(client: &mut TcpStream, stop_after: Option<usize>) -> Received {
     let mut raw = Vec::new();
     let read = async {
         loop {
-            if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|line| line.strip_prefix("content-length:"))
-                    .map(|value| value.trim().parse().expect("a length"))
-                    .expect("a declared length");
+            if let Some((end, head)) = head_of(&raw) {
+                let length = declared_length(&head).expect("a declared length");
                 let body = raw.len() - end - 4;
                 if body >= length || stop_after.is_some_and(|n| body >= n) {
                     return Received {
@@ -241,14 +248,9 @@ async fn call(client: &mut TcpStream, stop_after: Option<usize>) -> Received {
             let mut chunk = vec![0; 64 * 1024];
             let n = client.read(&mut chunk).await.expect("read the answer");
             if n == 0 {
-                let end = raw
-                    .windows(4)
-                    .position(|w| w == b"\r\n\r\n")
-                    .expect("a head");
+                let (end, head) = head_of(&raw).expect("a head before the close");
                 return Received {
-                    status: String::from_utf8_lossy(&raw[9..12])
-                        .parse()
-                        .expect("status"),
+                    status: head[9..12].parse().expect("status"),
                     body: raw[end + 4..].to_vec(),
                     complete: false,
                 };
