@@ -140,11 +140,36 @@ async fn read_request(socket: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
 }
 
 /// The gateway's server with one route relaying to the upstream; records for each answer
-/// whether it was a passthrough body (the kind the server splices).
+/// whether it was a passthrough body (the kind the server splices). Every answer's body holds a
+/// [`Counted`] (as the client limit holds a client's slot) until it is dropped.
 struct Gateway {
     addr: std::net::SocketAddr,
     passthrough: Arc<Mutex<Vec<bool>>>,
+    held: Arc<AtomicUsize>,
     _stop: watch::Sender<bool>,
+}
+
+impl Gateway {
+    /// How many answers' bodies are alive.
+    fn bodies_alive(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+}
+
+/// Counted in its counter while it lives.
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    fn new(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Counted(counter.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 async fn gateway(route: Route) -> Gateway {
@@ -152,18 +177,20 @@ async fn gateway(route: Route) -> Gateway {
     let addr = listener.local_addr().expect("addr");
     let passthrough = Arc::new(Mutex::new(Vec::new()));
     let (stop, stopping) = watch::channel(false);
-    let seen = passthrough.clone();
+    let held = Arc::new(AtomicUsize::new(0));
+    let (seen, guard) = (passthrough.clone(), held.clone());
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.expect("accept");
-            let (route, seen) = (route.clone(), seen.clone());
+            let (route, seen, guard) = (route.clone(), seen.clone(), guard.clone());
             let service = tower::service_fn(move |_request: Request<RequestBody>| {
-                let (route, seen) = (route.clone(), seen.clone());
+                let (route, seen, guard) = (route.clone(), seen.clone(), guard.clone());
                 async move {
                     let mut response = relay_call(&route).await;
                     let spliceable = response.body_mut().passthrough_mut().is_some();
                     seen.lock().expect("lock").push(spliceable);
-                    Ok::<_, Infallible>(response)
+                    let counted = Counted::new(&guard);
+                    Ok::<_, Infallible>(response.map(|body| body.hold(counted)))
                 }
             });
             let settings = ConnectionSettings {
@@ -184,6 +211,7 @@ async fn gateway(route: Route) -> Gateway {
     Gateway {
         addr,
         passthrough,
+        held,
         _stop: stop,
     }
 }
@@ -337,6 +365,8 @@ async fn a_client_that_leaves_mid_answer_takes_the_upstream_connection_with_it()
     let mut client = TcpStream::connect(gw.addr).await.expect("connect");
     let partial = call(&mut client, Some(64 * 1024)).await;
     assert!(!partial.complete);
+    // What the body holds (a client's slot, in the gateway) is held while it is spliced.
+    assert_eq!(gw.bodies_alive(), 1);
     // Gone with bytes unread (a reset); only then does the upstream send the rest.
     drop(client);
     resume.notify_one();
@@ -345,4 +375,12 @@ async fn a_client_that_leaves_mid_answer_takes_the_upstream_connection_with_it()
     let next = call(&mut client, None).await;
     assert!(next.complete && next.body == body_of(LARGE));
     assert_eq!(up.connections.load(Ordering::SeqCst), 2);
+    // Both bodies went, and with them what they held.
+    tokio::time::timeout(WAIT, async {
+        while gw.bodies_alive() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("every body dropped");
 }
