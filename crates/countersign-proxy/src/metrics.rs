@@ -68,6 +68,13 @@ pub struct InstanceExitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassthroughLabels {
+    pub upstream: &'static str,
+    /// `splice` (socket to socket in the kernel) or `copy` (the system refused to splice).
+    pub by: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutOfBandLabels {
     /// How the link reached the person: `url_elicitation`, `form_elicitation`,
     /// `input_required_url`, `input_required_form` or `held_result`.
@@ -140,6 +147,7 @@ pub struct Families {
     instance_exits: Family<InstanceExitLabels, Counter>,
     decisions: DecisionCounters,
     refusals: Family<RefusalLabels, Counter>,
+    passthrough: Family<PassthroughLabels, Counter>,
 }
 
 impl ProxyMetrics {
@@ -256,7 +264,14 @@ impl ProxyMetrics {
             "Gated calls refused by the approval gate (bad or replayed token, not approved, rate limited…), by upstream and refusal code",
             refusals.clone(),
         );
+        let passthrough = Family::<PassthroughLabels, Counter>::default();
+        registry.register(
+            "countersign_passthrough_answers",
+            "Large upstream answers passed on unread, whole, by upstream and how (splice, or copy where the system refused to splice)",
+            passthrough.clone(),
+        );
         Self(Arc::new(Families {
+            passthrough,
             requests,
             decisions: DecisionCounters::new(decisions),
             refusals,
@@ -323,6 +338,14 @@ impl ProxyMetrics {
             self.decisions
                 .inc([upstream, action, channel, rule, outcome]);
         }
+    }
+
+    /// Counts one large answer passed on whole without the gateway reading it, `by` splice or
+    /// copy.
+    pub fn record_passthrough(&self, upstream: &'static str, by: &'static str) {
+        self.passthrough
+            .get_or_create(&PassthroughLabels { upstream, by })
+            .inc();
     }
 
     /// Counts one request refused by `limit`.

@@ -35,6 +35,23 @@ pub(crate) enum SpliceError {
     To(#[source] io::Error),
 }
 
+/// How the bytes went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Way {
+    Spliced,
+    /// The system refused to splice these sockets.
+    Copied,
+}
+
+impl Way {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Way::Spliced => "splice",
+            Way::Copied => "copy",
+        }
+    }
+}
+
 /// Moves exactly `len` bytes from `from` to `to`. Both sockets stay usable by tokio: waits go
 /// through their readiness, and a splice that finds nothing (or no room) clears it.
 ///
@@ -44,7 +61,7 @@ pub(crate) async fn splice_exactly(
     from: &TcpStream,
     to: &TcpStream,
     mut len: u64,
-) -> Result<(), SpliceError> {
+) -> Result<Way, SpliceError> {
     let Ok(pipe) = Pipe::new() else {
         return copy_exactly(from, to, len).await;
     };
@@ -80,11 +97,11 @@ pub(crate) async fn splice_exactly(
         }
         len -= moved as u64;
     }
-    Ok(())
+    Ok(Way::Spliced)
 }
 
 /// Moves exactly `len` bytes from `from` to `to` through a buffer of the gateway's.
-async fn copy_exactly(from: &TcpStream, to: &TcpStream, mut len: u64) -> Result<(), SpliceError> {
+async fn copy_exactly(from: &TcpStream, to: &TcpStream, mut len: u64) -> Result<Way, SpliceError> {
     let mut buf = BytesMut::new();
     while len > 0 {
         from.readable().await.map_err(SpliceError::From)?;
@@ -103,7 +120,7 @@ async fn copy_exactly(from: &TcpStream, to: &TcpStream, mut len: u64) -> Result<
             Err(error) => return Err(SpliceError::From(error)),
         }
     }
-    Ok(())
+    Ok(Way::Copied)
 }
 
 /// Whether `splice` refused the sockets themselves: `EINVAL` for a file it cannot splice,
@@ -154,7 +171,7 @@ mod tests {
         (outer, inner)
     }
 
-    async fn moved_by(how: &str, len: usize) -> Vec<u8> {
+    async fn moved_by(how: &str, len: usize) -> (Way, Vec<u8>) {
         let (mut upstream, from) = socket_pair().await;
         let (mut client, to) = socket_pair().await;
         let sent: Vec<u8> = (0..len + 10).map(|i| (i % 253) as u8).collect();
@@ -162,7 +179,7 @@ mod tests {
             upstream.write_all(&sent).await.expect("write");
             upstream
         });
-        match how {
+        let way = match how {
             "splice" => splice_exactly(&from, &to, len as u64).await,
             _ => copy_exactly(&from, &to, len as u64).await,
         }
@@ -171,15 +188,16 @@ mod tests {
         let mut received = Vec::new();
         client.read_to_end(&mut received).await.expect("read");
         drop(writer.await.expect("writer"));
-        received
+        (way, received)
     }
 
     #[tokio::test]
     async fn both_ways_move_exactly_the_bytes_asked_for_in_order() {
         let len = 3 << 20;
         let expected: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
-        for how in ["splice", "copy"] {
-            let received = moved_by(how, len).await;
+        for (how, expected_way) in [("splice", Way::Spliced), ("copy", Way::Copied)] {
+            let (way, received) = moved_by(how, len).await;
+            assert_eq!(way, expected_way, "loopback TCP sockets can be spliced");
             assert_eq!(received.len(), len, "{how}");
             assert!(received == expected, "{how}: the bytes changed");
         }

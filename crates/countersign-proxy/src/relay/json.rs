@@ -198,19 +198,15 @@ impl JsonRelay<WireBody> {
     ) -> std::io::Result<u64> {
         let mut this = self.project();
         let deadline = this.deadline.deadline();
-        let sent = match this.upstream.as_mut().as_pin_mut() {
-            Some(wire) => {
-                tokio::time::timeout_at(deadline, wire.get_mut().splice_to(head, client)).await
-            }
-            None => Ok(crate::socket::write_all_vectored(client, head, &[])
-                .await
-                .map(|()| 0)
-                .map_err(SpliceError::To)),
+        let Some(wire) = this.upstream.as_mut().as_pin_mut() else {
+            return Err(std::io::Error::other("the body was relayed already"));
         };
+        let sent = tokio::time::timeout_at(deadline, wire.get_mut().splice_to(head, client)).await;
         let error = match sent {
-            Ok(Ok(sent)) => {
-                *this.relayed = usize::try_from(sent).unwrap_or(usize::MAX);
+            Ok(Ok((sent, way))) => {
                 this.upstream.set(None);
+                this.metrics
+                    .record_passthrough(this.upstream_label, way.label());
                 return Ok(sent);
             }
             // The client went away: nothing to log, as when it stops reading a relayed body.

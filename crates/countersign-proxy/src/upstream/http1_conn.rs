@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use super::http1_pool::Lent;
 use super::http1_wire::{Decoded, Framing, Head, WireError, parse_head};
 use crate::body::BoxError;
-use crate::splice::{SpliceError, splice_exactly};
+use crate::splice::{SpliceError, Way, splice_exactly};
 
 /// Bytes reserved for an answer's first read: most MCP answers arrive in one.
 const FIRST_READ: usize = 16 * 1024;
@@ -211,13 +211,13 @@ impl WireBody {
 
     /// Writes `head`, then the rest of this length-framed body, to `client`: what arrived with
     /// the answer's head in one write with it, the unread rest socket to socket with `splice`.
-    /// Returns the body bytes sent. As when the body is read, the connection goes back to the
-    /// pool once the body has ended exactly, and is closed on any failure.
+    /// Returns the body bytes sent and how. As when the body is read, the connection goes back
+    /// to the pool once the body has ended exactly, and is closed on any failure.
     pub(crate) async fn splice_to(
         &mut self,
         head: &[u8],
         client: &TcpStream,
-    ) -> Result<u64, SpliceError> {
+    ) -> Result<(u64, Way), SpliceError> {
         let result = self.splice_rest(head, client).await;
         match result {
             Ok(_) => {
@@ -229,7 +229,11 @@ impl WireBody {
         result
     }
 
-    async fn splice_rest(&mut self, head: &[u8], client: &TcpStream) -> Result<u64, SpliceError> {
+    async fn splice_rest(
+        &mut self,
+        head: &[u8],
+        client: &TcpStream,
+    ) -> Result<(u64, Way), SpliceError> {
         let Framing::Length(total) = self.framing else {
             // Only a length-framed body says where it ends without being read.
             return Err(SpliceError::From(io::Error::other(
@@ -237,10 +241,8 @@ impl WireBody {
             )));
         };
         let Some(lent) = self.connection.as_mut() else {
-            crate::socket::write_all_vectored(client, head, &[])
-                .await
-                .map_err(SpliceError::To)?;
-            return Ok(0);
+            // Ended or failed before: nothing of it is left to send.
+            return Err(SpliceError::Truncated);
         };
         let connection = lent.connection();
         let buffered = usize::try_from(total).map_or(connection.buf.len(), |total| {
@@ -254,8 +256,8 @@ impl WireBody {
         crate::socket::write_all_vectored(client, head, &first)
             .await
             .map_err(SpliceError::To)?;
-        splice_exactly(&connection.stream, client, total - buffered as u64).await?;
-        Ok(total)
+        let way = splice_exactly(&connection.stream, client, total - buffered as u64).await?;
+        Ok((total, way))
     }
 
     fn fail(&mut self, error: impl Into<BoxError>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {

@@ -21,6 +21,8 @@ use crate::metrics::ProxyMetrics;
 use crate::route::Route;
 use crate::testing::{PATH, route, route_with_response_timeout};
 use crate::upstream::Forwarded;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
 
 /// Bounds waits so that a broken build fails instead of hanging; never a timing assertion.
 const WAIT: Duration = Duration::from_secs(10);
@@ -144,12 +146,26 @@ async fn read_request(socket: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
 /// [`Counted`] (as the client limit holds a client's slot) until it is dropped.
 struct Gateway {
     addr: std::net::SocketAddr,
+    /// Where the relay's metrics are registered.
+    registry: Registry,
     passthrough: Arc<Mutex<Vec<bool>>>,
     held: Arc<AtomicUsize>,
     _stop: watch::Sender<bool>,
 }
 
 impl Gateway {
+    /// `countersign_passthrough_answers_total` for `by`, as `/metrics` would show it.
+    fn passed_through(&self, by: &str) -> u64 {
+        let mut scrape = String::new();
+        encode(&mut scrape, &self.registry).expect("encodes");
+        let series =
+            format!("countersign_passthrough_answers_total{{upstream=\"store\",by=\"{by}\"}} ");
+        scrape
+            .lines()
+            .find_map(|line| line.strip_prefix(&series))
+            .map_or(0, |count| count.parse().expect("a count"))
+    }
+
     /// How many answers' bodies are alive.
     fn bodies_alive(&self) -> usize {
         self.held.load(Ordering::SeqCst)
@@ -177,16 +193,20 @@ async fn gateway(route: Route) -> Gateway {
     let addr = listener.local_addr().expect("addr");
     let passthrough = Arc::new(Mutex::new(Vec::new()));
     let (stop, stopping) = watch::channel(false);
+    let mut registry = Registry::default();
+    let metrics = ProxyMetrics::register(&mut registry);
     let held = Arc::new(AtomicUsize::new(0));
     let (seen, guard) = (passthrough.clone(), held.clone());
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.expect("accept");
             let (route, seen, guard) = (route.clone(), seen.clone(), guard.clone());
+            let metrics = metrics.clone();
             let service = tower::service_fn(move |_request: Request<RequestBody>| {
                 let (route, seen, guard) = (route.clone(), seen.clone(), guard.clone());
+                let metrics = metrics.clone();
                 async move {
-                    let mut response = relay_call(&route).await;
+                    let mut response = relay_call(&route, &metrics).await;
                     let spliceable = response.body_mut().passthrough_mut().is_some();
                     seen.lock().expect("lock").push(spliceable);
                     let counted = Counted::new(&guard);
@@ -210,13 +230,14 @@ async fn gateway(route: Route) -> Gateway {
     });
     Gateway {
         addr,
+        registry,
         passthrough,
         held,
         _stop: stop,
     }
 }
 
-async fn relay_call(route: &Route) -> Response<ResponseBody> {
+async fn relay_call(route: &Route, metrics: &ProxyMetrics) -> Response<ResponseBody> {
     let headers = http::HeaderMap::new();
     let request = Forwarded {
         method: Method::POST,
@@ -232,9 +253,8 @@ async fn relay_call(route: &Route) -> Response<ResponseBody> {
         },
         clock: Arc::new(SystemClock),
     };
-    let metrics = ProxyMetrics::unregistered();
     let pending = PendingAnswers::new(Vec::new());
-    match relay(route, request, &metrics, &settings, None, pending).await {
+    match relay(route, request, metrics, &settings, None, pending).await {
         Ok(response) => response,
         Err(error) => {
             let mut response = Response::new(full(error.to_string()));
@@ -316,6 +336,9 @@ async fn large_answers_pass_whole_and_their_upstream_connection_carries_the_next
     assert!(small.complete && small.body == body_of(300));
 
     assert_eq!(*gw.passthrough.lock().unwrap(), [true, true, false]);
+    // Sent by the server with splice, not read through the body: counted as such.
+    assert_eq!(gw.passed_through("splice"), 2);
+    assert_eq!(gw.passed_through("copy"), 0);
     assert_eq!(
         up.connections.load(Ordering::SeqCst),
         1,
