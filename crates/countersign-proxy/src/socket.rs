@@ -1,5 +1,6 @@
 //! Reading and writing a TCP socket: a read that drains it also clears its readiness, and a
-//! write of two buffers is one system call.
+//! write of two buffers is one system call (every write of the gateway's own server and of its
+//! splice path goes through here).
 //!
 //! epoll is edge-triggered: once a read returns fewer bytes than it had room for, the socket
 //! is empty until the event loop reports it again. tokio's own `AsyncRead::poll_read` uses
@@ -36,6 +37,11 @@ pub(crate) fn read_draining(
         Some(n) => Ok(n),
         None => result,
     }
+}
+
+/// Writes all of `bytes` to `stream`.
+pub(crate) async fn write_all(stream: &TcpStream, bytes: &[u8]) -> io::Result<()> {
+    write_all_vectored(stream, bytes, &[]).await
 }
 
 /// Writes `first` then `second` to `stream`, in one system call when the socket takes both.

@@ -17,7 +17,7 @@ use rustix::pipe::{PipeFlags, SpliceFlags, fcntl_setpipe_size, pipe_with, splice
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-use crate::socket::{read_draining, write_all_vectored};
+use crate::socket::{read_draining, write_all};
 
 /// What the pipe is asked to hold: one splice then moves up to this much. The same as the
 /// largest read of the copying path (`upstream/http1_conn.rs`); where the system refuses it
@@ -110,9 +110,7 @@ async fn copy_exactly(from: &TcpStream, to: &TcpStream, mut len: u64) -> Result<
         match read_draining(from, &mut buf, want) {
             Ok(0) => return Err(SpliceError::Truncated),
             Ok(n) => {
-                write_all_vectored(to, &buf, &[])
-                    .await
-                    .map_err(SpliceError::To)?;
+                write_all(to, &buf).await.map_err(SpliceError::To)?;
                 buf.clear();
                 len -= n as u64;
             }

@@ -27,7 +27,7 @@ use super::request_body::RequestBody;
 use super::response::{ResponseFraming, choose_framing, encode_head, refusal};
 use crate::body::ResponseBody;
 use crate::http_fields::has_connection_token;
-use crate::socket::{read_draining, write_all_vectored};
+use crate::socket::{read_draining, write_all, write_all_vectored};
 
 /// Bytes reserved for one read of request heads.
 const READ_CHUNK: usize = 8 * 1024;
@@ -76,7 +76,7 @@ pub(crate) async fn serve_connection<S>(
             Ok(Ok(head)) => head,
             Ok(Err(ReadError::Head(error))) => {
                 tracing::debug!(%error, "request head refused");
-                let _ = connection.write_all(&refusal(error.status())).await;
+                let _ = write_all(&connection.stream, &refusal(error.status())).await;
                 connection.linger().await;
                 return;
             }
@@ -211,25 +211,6 @@ impl Connection {
         }
     }
 
-    async fn write_all(&self, mut bytes: &[u8]) -> io::Result<()> {
-        while !bytes.is_empty() {
-            match self.stream.try_write(bytes) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => bytes = &bytes[n..],
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                    self.stream.writable().await?;
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes `first` then `second`, in one system call when the socket takes both.
-    async fn write_all_vectored(&self, first: &[u8], second: &[u8]) -> io::Result<()> {
-        write_all_vectored(&self.stream, first, second).await
-    }
-
     /// Writes `response`; `Ok(true)` when the connection may carry another request. A body
     /// that fails, or does not match the length announced, ends the connection without the
     /// message's end, so the client sees a truncated answer rather than a wrong one.
@@ -248,7 +229,7 @@ impl Connection {
         encode_head(&parts, framing, version, keep_alive, &mut out);
         drop(parts);
         if framing == ResponseFraming::None {
-            self.write_all(&out).await?;
+            write_all(&self.stream, &out).await?;
             return Ok(keep_alive);
         }
         if let ResponseFraming::Length(length) = framing
@@ -269,7 +250,7 @@ impl Connection {
                 Poll::Ready(frame) => frame,
                 Poll::Pending => {
                     if !out.is_empty() {
-                        self.write_all(&out).await?;
+                        write_all(&self.stream, &out).await?;
                         out = Vec::new();
                     }
                     let may_read = body_complete.load(Ordering::Acquire);
@@ -297,7 +278,7 @@ impl Connection {
             }
             if data.len() >= DIRECT_WRITE {
                 // What is batched (a chunk's size line, at least) and the frame, in one write.
-                self.write_all_vectored(&out, &data).await?;
+                write_all_vectored(&self.stream, &out, &data).await?;
                 out.clear();
             } else {
                 out.extend_from_slice(&data);
@@ -306,7 +287,7 @@ impl Connection {
                 out.extend_from_slice(b"\r\n");
             }
             if out.len() >= WRITE_BATCH {
-                self.write_all(&out).await?;
+                write_all(&self.stream, &out).await?;
                 out.clear();
             }
         }
@@ -317,7 +298,7 @@ impl Connection {
             ResponseFraming::Chunked => out.extend_from_slice(b"0\r\n\r\n"),
             _ => {}
         }
-        self.write_all(&out).await?;
+        write_all(&self.stream, &out).await?;
         Ok(keep_alive)
     }
 
