@@ -1,9 +1,9 @@
 //! Prometheus metrics of the request path. Label values are `&'static str` so recording a request
-//! never allocates; decisions, labelled with policy rule names, find their counters from borrowed
-//! values (`DecisionCounters`), and only refusals still build owned labels.
+//! never allocates, and the two families every request records find their metrics by where
+//! those values live (`by_address`); decisions, labelled with policy rule names, find their
+//! counters from borrowed values (`decisions`), and only refusals still build owned labels.
 
-use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -12,6 +12,12 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use by_address::{Address, ByAddress, StaticLabels, address_of};
+use decisions::DecisionCounters;
+
+mod by_address;
+mod decisions;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -23,9 +29,25 @@ pub struct RequestLabels {
     pub outcome: &'static str,
 }
 
+impl StaticLabels<3> for RequestLabels {
+    fn address(&self) -> Address<3> {
+        [
+            address_of(self.upstream),
+            address_of(self.method),
+            address_of(self.outcome),
+        ]
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UpstreamLabels {
     pub upstream: &'static str,
+}
+
+impl StaticLabels<1> for UpstreamLabels {
+    fn address(&self) -> Address<1> {
+        [address_of(self.upstream)]
+    }
 }
 
 /// Handles to every metric the proxy records; cheap to clone.
@@ -129,12 +151,12 @@ impl std::ops::Deref for ProxyMetrics {
 
 #[derive(Debug)]
 pub struct Families {
-    requests: Family<RequestLabels, Counter>,
+    requests: ByAddress<RequestLabels, Counter, fn() -> Counter, 3>,
     limit_hits: Family<LimitLabels, Counter>,
     rate_store_fallbacks: Family<RateStoreLabels, Counter>,
     sessions_forgotten: Counter,
     out_of_band: Family<OutOfBandLabels, Counter>,
-    upstream_latency: Family<UpstreamLabels, Histogram>,
+    upstream_latency: ByAddress<UpstreamLabels, Histogram, fn() -> Histogram, 1>,
     open_streams: Family<UpstreamLabels, Gauge>,
     legacy_sessions: Family<UpstreamLabels, Gauge>,
     store_latency: Family<StoreLabels, Histogram>,
@@ -272,14 +294,14 @@ impl ProxyMetrics {
         );
         Self(Arc::new(Families {
             passthrough,
-            requests,
+            requests: ByAddress::new(requests),
             decisions: DecisionCounters::new(decisions),
             refusals,
             limit_hits,
             rate_store_fallbacks,
             sessions_forgotten,
             out_of_band,
-            upstream_latency,
+            upstream_latency: ByAddress::new(upstream_latency),
             open_streams,
             legacy_sessions,
             store_latency,
@@ -304,13 +326,14 @@ impl ProxyMetrics {
         method: &'static str,
         outcome: &'static str,
     ) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                upstream,
-                method,
-                outcome,
-            })
-            .inc();
+        let labels = RequestLabels {
+            upstream,
+            method,
+            outcome,
+        };
+        self.requests.with(&labels, |counter| {
+            counter.inc();
+        });
     }
 
     /// Counts what one audit line of a gated call says: a refusal by its code, else a decision.
@@ -374,8 +397,9 @@ impl ProxyMetrics {
 
     pub fn observe_upstream_latency(&self, upstream: &'static str, elapsed: Duration) {
         self.upstream_latency
-            .get_or_create(&UpstreamLabels { upstream })
-            .observe(elapsed.as_secs_f64());
+            .with(&UpstreamLabels { upstream }, |histogram| {
+                histogram.observe(elapsed.as_secs_f64());
+            });
     }
 
     pub fn observe_store(&self, outcome: &'static str, elapsed: Duration) {
@@ -522,79 +546,6 @@ pub fn method_label(method: &str) -> &'static str {
 
 /// Shared so the app can hand one registry to the admin listener.
 pub type SharedRegistry = Arc<Registry>;
-
-/// The counters of [`DecisionLabels`] already created, found from borrowed label values: the
-/// family's `get_or_create` takes owned labels, which cost five `String`s on every gated call.
-/// A counter is a shared handle, so one incremented here counts in the exported family.
-#[derive(Debug)]
-struct DecisionCounters {
-    family: Family<DecisionLabels, Counter>,
-    /// By a hash of the label values; a bucket holds every label set of that hash.
-    known: RwLock<HashMap<u64, Vec<(DecisionLabels, Counter)>>>,
-}
-
-impl DecisionCounters {
-    fn new(family: Family<DecisionLabels, Counter>) -> Self {
-        Self {
-            family,
-            known: RwLock::default(),
-        }
-    }
-
-    /// Counts one decision labelled `[upstream, action, channel, rule, decision]`.
-    fn inc(&self, values: [&str; 5]) {
-        let hash = label_hash(&values);
-        let same = |labels: &DecisionLabels| {
-            [
-                labels.upstream.as_str(),
-                &labels.action,
-                &labels.channel,
-                &labels.rule,
-                &labels.decision,
-            ] == values
-        };
-        {
-            let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some((_, counter)) = known
-                .get(&hash)
-                .and_then(|bucket| bucket.iter().find(|(labels, _)| same(labels)))
-            {
-                counter.inc();
-                return;
-            }
-        }
-        let [upstream, action, channel, rule, decision] = values.map(str::to_owned);
-        let labels = DecisionLabels {
-            upstream,
-            action,
-            channel,
-            rule,
-            decision,
-        };
-        let counter = self.family.get_or_create(&labels).clone();
-        counter.inc();
-        let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
-        let bucket = known.entry(hash).or_default();
-        // Another request may have added the same labels since the read above.
-        if !bucket.iter().any(|(labels, _)| same(labels)) {
-            bucket.push((labels, counter));
-        }
-    }
-}
-
-/// FNV-1a over the values, each ended by a byte no label has. Not keyed: every value is the
-/// gateway's own literal or a name from its configuration, never a client's, so nobody can aim
-/// values at one bucket; SipHash of five strings cost as much as the allocations it replaced.
-fn label_hash(values: &[&str; 5]) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0100_0000_01b3;
-    values.iter().fold(OFFSET, |hash, value| {
-        value
-            .bytes()
-            .chain([0xff])
-            .fold(hash, |hash, b| (hash ^ u64::from(b)).wrapping_mul(PRIME))
-    })
-}
 
 #[cfg(test)]
 mod tests;
