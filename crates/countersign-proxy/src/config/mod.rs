@@ -348,9 +348,14 @@ impl<'a> AuthorityParts<'a> {
 }
 
 /// Splits an optional `scheme://` off the front: the same for a pattern and a value.
+///
+/// Found byte by byte: this runs for every request's `Host`, a few bytes long, for which
+/// `split_once("://")` set up a substring searcher and `memchr` its vector loop.
 fn split_scheme(value: &str) -> (Option<&str>, &str) {
-    match value.split_once("://") {
-        Some((scheme, rest)) => (Some(scheme), rest),
+    let bytes = value.as_bytes();
+    let separator = (0..bytes.len()).find(|&at| bytes[at..].starts_with(b"://"));
+    match separator {
+        Some(colon) => (Some(&value[..colon]), &value[colon + 3..]),
         None => (None, value),
     }
 }
@@ -365,9 +370,11 @@ fn split_host_port(value: &str) -> Option<(&str, Option<&str>)> {
             _ => rest.strip_prefix(':').map(|p| (host, Some(p))),
         }
     } else {
-        match value.rsplit_once(':') {
-            Some((host, port)) if !host.contains(':') => Some((host, Some(port))),
-            Some(_) => None,
+        // Byte by byte, as in `split_scheme`.
+        let bytes = value.as_bytes();
+        match bytes.iter().position(|&byte| byte == b':') {
+            Some(colon) if bytes[colon + 1..].contains(&b':') => None,
+            Some(colon) => Some((&value[..colon], Some(&value[colon + 1..]))),
             None => Some((value, None)),
         }
     }
@@ -419,6 +426,37 @@ mod tests {
         let d = HostPattern::parse("gateway.internal").expect("valid");
         assert!(matches(&d, "gateway.internal"));
         assert!(!matches(&d, "gateway.internal:9"));
+    }
+
+    /// The std splits these replaced, byte loops being cheaper for a `Host` of a few bytes.
+    fn split_by_std(value: &str) -> Option<(Option<&str>, &str, Option<&str>)> {
+        let (scheme, rest) = match value.split_once("://") {
+            Some((scheme, rest)) => (Some(scheme), rest),
+            None => (None, value),
+        };
+        let (host, port) = if rest.starts_with('[') {
+            let end = rest.find(']')?;
+            let (host, after) = rest.split_at(end + 1);
+            match after {
+                "" => (host, None),
+                _ => (host, Some(after.strip_prefix(':')?)),
+            }
+        } else {
+            match rest.rsplit_once(':') {
+                Some((host, port)) if !host.contains(':') => (host, Some(port)),
+                Some(_) => return None,
+                None => (rest, None),
+            }
+        };
+        Some((scheme, host, port))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn values_split_as_the_std_splits_did(value in "[a:/\\[\\]1.]{0,12}") {
+            let split = AuthorityParts::split(&value).map(|p| (p.scheme, p.host, p.port));
+            proptest::prop_assert_eq!(split, split_by_std(&value));
+        }
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::convert::Infallible;
 use std::future::poll_fn;
 use std::io::{self, Write as _};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use bytes::{Bytes, BytesMut};
 use http::{Method, Request, Response, Version};
 use http_body::Body;
 use http_body_util::BodyExt;
+use memchr::memmem::Finder;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tower::{Service, ServiceExt};
@@ -174,9 +175,13 @@ impl Connection {
     /// Whether `buf` holds an empty line yet. Only the bytes not searched before are searched,
     /// so a head that arrives a byte at a time costs its length, not its length squared.
     fn head_may_be_complete(&mut self) -> bool {
+        // Built once: `memmem::find` sets up a searcher per call, which cost more than the
+        // search of a short head.
+        static CRLF_END: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\n\r\n"));
+        static LF_END: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\n\n"));
         let from = self.scanned.saturating_sub(3);
-        let found = memchr::memmem::find(&self.buf[from..], b"\n\r\n").is_some()
-            || memchr::memmem::find(&self.buf[from..], b"\n\n").is_some()
+        let found = CRLF_END.find(&self.buf[from..]).is_some()
+            || LF_END.find(&self.buf[from..]).is_some()
             // A head preceded by blank lines: the parser skips them.
             || self.buf.first().is_some_and(|b| matches!(b, b'\r' | b'\n'));
         self.scanned = self.buf.len();
