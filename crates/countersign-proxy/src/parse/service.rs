@@ -4,7 +4,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, Method, Request, Response};
+use http::{Method, Request, Response};
 use http_body::Body;
 use http_body_util::BodyExt;
 use tower::Service;
@@ -16,7 +16,6 @@ use crate::body::{BoxError, ResponseBody};
 use crate::config::Limits;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
-use crate::http_fields::content_length;
 use crate::metrics::ProxyMetrics;
 use crate::route::Route;
 
@@ -78,7 +77,7 @@ where
                 )
             };
             // Before a byte is read: a body the gateway cannot afford now stays on the wire.
-            let mut reservation = match settings.budget.admit(declared_length(&parts.headers)) {
+            let mut reservation = match settings.budget.admit(declared_length(&body)) {
                 Ok(reservation) => reservation,
                 Err(over) => return over_budget(over),
             };
@@ -132,12 +131,13 @@ enum BodyError {
     OverBudget(OverBudget),
 }
 
-/// The body size the request declares: its `Content-Length` (hardening has checked it is a
-/// number within `max_body_bytes`), or nothing, as HTTP/1.1 reads a request without one.
-fn declared_length(headers: &HeaderMap) -> usize {
-    content_length(headers)
-        .ok()
-        .flatten()
+/// The body size the request declares, as its body knows it: the `Content-Length` the server
+/// framed it by (hardening has checked it is within `max_body_bytes`), or nothing for a body
+/// without one. Asked of the body rather than read from the field again, which the server and
+/// hardening have each parsed by now.
+fn declared_length<B: Body>(body: &B) -> usize {
+    body.size_hint()
+        .exact()
         .and_then(|length| usize::try_from(length).ok())
         .unwrap_or(0)
 }

@@ -1,5 +1,9 @@
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -235,12 +239,45 @@ where
     service.call(request)
 }
 
-/// A request body fed by the test, chunk by chunk.
-type TrickledBody =
-    StreamBody<futures_util::stream::BoxStream<'static, Result<Frame<Bytes>, Infallible>>>;
+/// A request body fed by the test, chunk by chunk, that knows its declared length as the
+/// server's bodies do (an exact size hint) and counts how often it was read.
+struct TrickledBody {
+    frames: StreamBody<futures_util::stream::BoxStream<'static, Result<Frame<Bytes>, Infallible>>>,
+    length: u64,
+    reads: Arc<AtomicUsize>,
+}
+
+impl http_body::Body for TrickledBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        Pin::new(&mut self.frames).poll_frame(cx)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.length)
+    }
+}
 
 /// A body of declared `length` whose bytes the test sends through the returned channel.
 fn trickled(length: usize) -> (tokio::sync::mpsc::Sender<Bytes>, Request<TrickledBody>) {
+    let (sender, request, _) = trickled_counting_reads(length);
+    (sender, request)
+}
+
+/// [`trickled`], and how often the service read its body.
+fn trickled_counting_reads(
+    length: usize,
+) -> (
+    tokio::sync::mpsc::Sender<Bytes>,
+    Request<TrickledBody>,
+    Arc<AtomicUsize>,
+) {
     use futures_util::StreamExt;
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(4);
     let frames = futures_util::stream::poll_fn(move |cx| {
@@ -248,13 +285,18 @@ fn trickled(length: usize) -> (tokio::sync::mpsc::Sender<Bytes>, Request<Trickle
             .poll_recv(cx)
             .map(|chunk| chunk.map(|data| Ok(Frame::data(data))))
     });
-    let frames = frames.boxed();
+    let reads = Arc::new(AtomicUsize::new(0));
+    let body = TrickledBody {
+        frames: StreamBody::new(frames.boxed()),
+        length: length as u64,
+        reads: reads.clone(),
+    };
     let request = Request::post(PATH)
         .header("content-type", "application/json")
         .header("content-length", length.to_string())
-        .body(StreamBody::new(frames))
+        .body(body)
         .expect("a valid request");
-    (sender, request)
+    (sender, request, reads)
 }
 
 #[tokio::test]
@@ -274,17 +316,23 @@ async fn a_body_the_in_flight_budget_cannot_hold_is_refused_with_503_unread() {
         "the slow body is being read"
     );
 
-    let ready = ServiceExt::<Request<Full<Bytes>>>::ready(&mut service).await;
-    let refused = ready
-        .expect("ready")
-        .call(declared(ping_of(200)))
+    // The next client declares 200 bytes and has sent them all.
+    let (next_sender, next, reads) = trickled_counting_reads(body.len());
+    next_sender
+        .send(Bytes::from(body.clone()))
         .await
-        .expect("infallible");
+        .expect("the channel has room");
+    let refused = started(&mut service, next).await.await.expect("infallible");
 
     assert_eq!(
         refused.status(),
         StatusCode::SERVICE_UNAVAILABLE,
         "not 413: the body was fine"
+    );
+    assert_eq!(
+        reads.load(Ordering::Relaxed),
+        0,
+        "refused from its declared length, before a byte of it was read"
     );
     assert_eq!(
         refused.headers().get("retry-after").map(|v| v.as_bytes()),
