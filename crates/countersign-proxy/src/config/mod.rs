@@ -350,7 +350,7 @@ impl<'a> AuthorityParts<'a> {
 /// Splits an optional `scheme://` off the front: the same for a pattern and a value.
 ///
 /// Found byte by byte: this runs for every request's `Host`, a few bytes long, for which
-/// `split_once("://")` set up a substring searcher and `memchr` its vector loop.
+/// `split_once("://")` set up a substring searcher on every call.
 fn split_scheme(value: &str) -> (Option<&str>, &str) {
     let bytes = value.as_bytes();
     let separator = (0..bytes.len()).find(|&at| bytes[at..].starts_with(b"://"));

@@ -7,6 +7,7 @@
 //! the gateway or a name from its configuration, so the addresses and lengths of the values are
 //! a key that costs a few multiplications to hash. Two keys for the same text (the same name
 //! from two places) find the same metric: a miss asks the family, which goes by the text.
+//! The keys stay few: literals, and upstream names leaked once when the stack is built.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
