@@ -1,6 +1,7 @@
 //! The two HTTP/1.1 fields the gateway reads in several places, read the same way in each: the
-//! server (`downstream/`), the plain-upstream client (`upstream/http1_wire.rs`), hardening and
-//! the body read. A length the server framed a body by is never read another way further in.
+//! server (`downstream/`), the plain-upstream client (`upstream/http1_wire.rs`) and hardening.
+//! A length the server framed a body by is never read another way further in; the body read
+//! asks the body itself (its exact size hint).
 
 use http::HeaderMap;
 use http::header::{CONNECTION, CONTENT_LENGTH};
