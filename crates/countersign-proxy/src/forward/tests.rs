@@ -3,9 +3,10 @@ use std::time::Duration;
 
 use countersign_jsonrpc::message::Payload;
 use countersign_testkit::RecordingUpstream;
+use futures_util::FutureExt;
 use http::{Request, StatusCode};
 use serde_json::json;
-use tower::ServiceExt;
+use tower::{Service, ServiceExt};
 
 use super::Forwarder;
 use crate::approval::Cleared;
@@ -133,4 +134,37 @@ async fn an_unreachable_upstream_is_answered_502_with_the_call_id() {
     let answer = body_json(response).await;
     assert_eq!(answer["id"], json!(5));
     assert_eq!(answer["error"]["code"], json!(code::INTERNAL_ERROR));
+}
+
+/// A request is not sent upstream in the poll that brought it to the forwarder: the worker's
+/// other ready requests get to the same point first, and the upstream is woken once for them all
+/// rather than once per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_goes_upstream_only_after_the_worker_ran_its_other_ready_work() {
+    let upstream = RecordingUpstream::start().await;
+    let route = route(&upstream.url());
+    let mut forwarder = forwarder();
+    // The first call leaves an open connection in the pool, ready for writing: the second call
+    // could be written in its first poll.
+    let first = forwarder
+        .call(request(route.clone(), cleared_call()))
+        .await
+        .expect("infallible");
+    assert_eq!(first.status(), StatusCode::OK);
+    // Read to its end, the answer gives its connection back to the pool.
+    body_json(first).await;
+
+    let mut second = std::pin::pin!(forwarder.call(request(route, cleared_call())));
+    let answered_in_first_poll = second.as_mut().now_or_never().is_some();
+    // The upstream runs on another worker thread: whatever the first poll wrote, it records.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        (answered_in_first_poll, upstream.requests().len()),
+        (false, 1),
+        "the second request was sent in the poll that brought it to the forwarder"
+    );
+
+    let response = second.await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(upstream.requests().len(), 2);
 }
