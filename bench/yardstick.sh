@@ -18,6 +18,9 @@
 # worker), wrk -t1 -c64 on CPU 1. CPU per request is the target process's user+system time over
 # the requests answered (its system time also in a column of its own); nginx's includes the
 # upstream's share (they are one process), so subtract direct's to compare it with the others.
+# Forced switches per request: how often the target's threads were switched out while still
+# runnable, over the requests answered; on a shared core, mostly preempted by the upstream they
+# had just woken (nginx's proxy shares its process with the upstream, so it has none of those).
 # YARDSTICK_SCENARIO=default instead: nothing pinned, nginx `worker_processes auto`, the gateway
 # and the floor with their default worker counts, wrk -t2 (run.sh's `default` scenario).
 # Knobs: YARDSTICK_ROUNDS (3), YARDSTICK_SECONDS (5), YARDSTICK_TARGETS (all five; nginx must
@@ -121,18 +124,23 @@ fi
 for p in "$UP" "$NX" "$GW" "${port[@]}"; do wait_port "$p"; done
 NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
 
-# ticks PID...: "user+system system" time of the processes, in clock ticks.
+# ticks PID...: "user+system system forced" time of the processes, in clock ticks, and the
+# times their threads were switched out while still runnable (preempted, mostly by the upstream
+# they woke on a shared core).
 ticks() {
-    local pid user=0 sys=0 u s
+    local pid user=0 sys=0 forced=0 u s task
     for pid in "$@"; do
         read -r u s < <(awk '{print $14, $15}' "/proc/$pid/stat")
         user=$((user + u)) sys=$((sys + s))
+        for task in /proc/"$pid"/task/*; do
+            forced=$((forced + $(awk '/^nonvoluntary_ctxt_switches/ {print $2}' "$task/status")))
+        done
     done
-    echo "$((user + sys)) $sys"
+    echo "$((user + sys)) $sys $forced"
 }
 port+=([direct]=$UP [nginx]=$NX [gateway]=$GW [gateway-b]=$GB)
 pid+=([direct]=$NGINX_WORKERS [nginx]=$NGINX_WORKERS [gateway]=$GATEWAY_PID [gateway-b]=${GATEWAY_B_PID:-})
-declare -A rates cpus syss
+declare -A rates cpus syss forceds
 read -ra TARGETS <<<"${YARDSTICK_TARGETS:-direct nginx floor floor-inline gateway}"
 TICK_NS=$((1000000000 / $(getconf CLK_TCK)))
 
@@ -142,11 +150,11 @@ done
 for round in $(seq "$ROUNDS"); do
     for target in "${TARGETS[@]}"; do
         # shellcheck disable=SC2086 # a list of pids
-        read -r before sys_before < <(ticks ${pid[$target]})
+        read -r before sys_before forced_before < <(ticks ${pid[$target]})
         out=$("${GEN[@]}" wrk -t"$WRK_THREADS" -c64 -d"${SECONDS_PER_RUN}s" -s "$BENCH/tools_call.lua" \
             "http://127.0.0.1:${port[$target]}/mcp")
         # shellcheck disable=SC2086
-        read -r after sys_after < <(ticks ${pid[$target]})
+        read -r after sys_after forced_after < <(ticks ${pid[$target]})
         if grep -q "Non-2xx" <<<"$out"; then
             log "$target answered errors: $out"
             exit 1
@@ -155,21 +163,24 @@ for round in $(seq "$ROUNDS"); do
         requests=$(awk '/requests in/ {print $1}' <<<"$out")
         cpu=$(awk -v t=$((after - before)) -v ns="$TICK_NS" -v n="$requests" 'BEGIN {printf "%.1f", t * ns / n / 1000}')
         sys=$(awk -v t=$((sys_after - sys_before)) -v ns="$TICK_NS" -v n="$requests" 'BEGIN {printf "%.1f", t * ns / n / 1000}')
-        printf 'round %s  %-12s %7s req/s  %5s µs CPU per request (%s system)\n' "$round" "$target" "$rate" "$cpu" "$sys"
+        forced=$(awk -v f=$((forced_after - forced_before)) -v n="$requests" 'BEGIN {printf "%.2f", f / n}')
+        printf 'round %s  %-12s %7s req/s  %5s µs CPU per request (%s system), %s forced switches\n' \
+            "$round" "$target" "$rate" "$cpu" "$sys" "$forced"
         rates[$target]+="$rate "
         cpus[$target]+="$cpu "
         syss[$target]+="$sys "
+        forceds[$target]+="$forced "
     done
 done
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 echo
-echo "| target | peak req/s (median of $ROUNDS) | CPU µs per request | of which system | × nginx |"
-echo "|---|---:|---:|---:|---:|"
+echo "| target | peak req/s (median of $ROUNDS) | CPU µs per request | of which system | forced switches per request | × nginx |"
+echo "|---|---:|---:|---:|---:|---:|"
 nginx_rate=$(median <<<"${rates[nginx]}")
 for target in "${TARGETS[@]}"; do
     rate=$(median <<<"${rates[$target]}")
-    printf '| %s | %s | %s | %s | %s |\n' "$target" "$rate" "$(median <<<"${cpus[$target]}")" \
-        "$(median <<<"${syss[$target]}")" \
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$target" "$rate" "$(median <<<"${cpus[$target]}")" \
+        "$(median <<<"${syss[$target]}")" "$(median <<<"${forceds[$target]}")" \
         "$(awk -v a="$rate" -v b="$nginx_rate" 'BEGIN {printf "%.2f", a / b}')"
 done
