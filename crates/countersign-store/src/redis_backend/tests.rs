@@ -770,6 +770,13 @@ async fn cluster_replicas_hand_answers_over_through_any_node() {
     )
     .await
     .expect("connects");
+    // As `/readyz` holds a replica back: a waiter registered before its replica is subscribed
+    // fails at once (its record is never written), and on a loaded machine a fresh cluster has
+    // taken longer than the command timeout to carry the subscriptions.
+    eventually("both replicas are subscribed", || async {
+        a.is_subscribed() && b.is_subscribed()
+    })
+    .await;
     for round in 0..10 {
         let key = unique_key(&format!("cluster-{round}"));
         let waiting = a.wait(&key, Duration::from_secs(10));
