@@ -9,6 +9,8 @@
 # bench/upstream_response.json, as bench/run.sh's `direct`):
 #   direct    the upstream itself
 #   nginx     nginx `proxy_pass` with upstream keep-alive (the same nginx process as the upstream)
+#   nginx-apart  the same proxy in a process of its own, as bench/run.sh runs it (it then wakes
+#             the upstream's process as the gateway does)
 #   floor     bench/floor: hyper's server and one hyper client connection, inspecting nothing
 #   floor-inline  the same, the client connection driven in the server connection's task
 #   floor-raw the same proxy without hyper: httparse, one read and one write per message each way
@@ -79,23 +81,46 @@ else
     ONE_WORKER=(TOKIO_WORKER_THREADS=1)
     WRK_THREADS=1
 fi
-# The nginx proxy lives in the upstream's process, as a second server block.
-sed -i '$d' "$WORK/nginx.conf"
-cat >>"$WORK/nginx.conf" <<CONF
-    upstream mcp_upstream { server 127.0.0.1:$UP; keepalive 256; }
+# proxy_server PORT: nginx's `proxy_pass` to the upstream over a keep-alive pool (as run.sh's),
+# listening on PORT.
+proxy_server() {
+    cat <<CONF
+    upstream mcp_upstream { server 127.0.0.1:$UP; keepalive 256; keepalive_requests 10000000; }
     server {
-        listen 127.0.0.1:$NX;
+        listen 127.0.0.1:$1;
         location = /mcp {
             proxy_pass http://mcp_upstream;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
         }
     }
-}
 CONF
+}
+# The nginx proxy lives in the upstream's process, as a second server block.
+sed -i '$d' "$WORK/nginx.conf"
+{ proxy_server "$NX"; echo "}"; } >>"$WORK/nginx.conf"
 "${SUT[@]}" "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 NGINX_MASTER=$!
+# nginx-apart: the proxy alone, in a second nginx.
+NA=$(port)
+mkdir -p "$WORK/apart/tmp"
+cat >"$WORK/apart/nginx.conf" <<CONF
+daemon off;
+worker_processes $(awk '/^worker_processes/ {print $2}' "$WORK/nginx.conf")
+pid $WORK/apart/nginx.pid;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 10000000;
+    client_body_temp_path $WORK/apart/tmp/body;
+    proxy_temp_path $WORK/apart/tmp/proxy;
+$(proxy_server "$NA")
+}
+CONF
+"${SUT[@]}" "$NGINX" -p "$WORK/apart" -e "$WORK/apart/error.log" -c "$WORK/apart/nginx.conf" &
+PIDS+=($!)
+NGINX_APART_MASTER=$!
 # The floor's modes, one process each, under the yardstick's target names.
 declare -A port pid
 declare -A floor_mode=([floor]=proxy [floor-inline]=proxy-inline [floor-raw]=raw [floor-hybrid]=hybrid)
@@ -121,7 +146,7 @@ if [[ -n ${GATEWAY_B_BIN:-} ]]; then
     GATEWAY_B_PID=$!
     wait_port "$GB"
 fi
-for p in "$UP" "$NX" "$GW" "${port[@]}"; do wait_port "$p"; done
+for p in "$UP" "$NX" "$NA" "$GW" "${port[@]}"; do wait_port "$p"; done
 NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
 
 # ticks PID...: "user+system system forced" time of the processes, in clock ticks, and the
@@ -138,8 +163,9 @@ ticks() {
     done
     echo "$((user + sys)) $sys $forced"
 }
-port+=([direct]=$UP [nginx]=$NX [gateway]=$GW [gateway-b]=$GB)
-pid+=([direct]=$NGINX_WORKERS [nginx]=$NGINX_WORKERS [gateway]=$GATEWAY_PID [gateway-b]=${GATEWAY_B_PID:-})
+port+=([direct]=$UP [nginx]=$NX [nginx-apart]=$NA [gateway]=$GW [gateway-b]=$GB)
+pid+=([direct]=$NGINX_WORKERS [nginx]=$NGINX_WORKERS [nginx-apart]="$(pgrep -P "$NGINX_APART_MASTER" | tr '\n' ' ')"
+    [gateway]=$GATEWAY_PID [gateway-b]=${GATEWAY_B_PID:-})
 declare -A rates cpus syss forceds
 read -ra TARGETS <<<"${YARDSTICK_TARGETS:-direct nginx floor floor-inline gateway}"
 TICK_NS=$((1000000000 / $(getconf CLK_TCK)))
