@@ -117,8 +117,8 @@ impl Shared {
 /// Sending is what wakes the upstream. Sent one at a time as each request cleared the stack, a
 /// local upstream (a sidecar's server, anything else sharing the gateway's cores) was woken per
 /// request, and on a shared core the kernel let it preempt the gateway at every send: the two
-/// ran in lockstep, one request per wake-up, about 0.7 forced context switches per request
-/// (`perf stat`, `bench/run.sh`'s pinned setup). Deferred to the end of the worker's turn, a
+/// ran in lockstep, one request per wake-up, 0.72–0.76 forced context switches per request
+/// (`bench/yardstick.sh`, pinned; 0.34–0.40 since). Deferred to the end of the worker's turn, a
 /// burst's sends follow one another and the upstream answers them in one wake-up. The cost is
 /// one turn of the worker's loop before each send: when nothing else is ready, a poll of the
 /// event queue that returns at once.

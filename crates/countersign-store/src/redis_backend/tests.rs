@@ -780,14 +780,14 @@ async fn cluster_replicas_hand_answers_over_through_any_node() {
     for round in 0..10 {
         let key = unique_key(&format!("cluster-{round}"));
         let waiting = a.wait(&key, Duration::from_secs(10));
-        // Retried for as long as the waiter waits: on a loaded machine a fresh cluster has
-        // taken over 2 s to carry the first subscription across its bus.
+        // Retried for as long as the waiter waits: its record is written a round trip after
+        // `wait`, and a freshly formed cluster on a loaded machine has been slow to answer.
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut delivered = Ok(false);
         while Instant::now() < deadline {
             delivered = b.deliver(&key, b"ok".to_vec()).await;
-            // Not subscribed yet (`false`), or a freshly formed cluster slow to answer on a
-            // loaded machine: try again. Anything else ends the round.
+            // The waiter's record not written yet (`false`), or a freshly formed cluster slow
+            // to answer: try again. Anything else ends the round.
             if !matches!(delivered, Ok(false) | Err(StoreError::Timeout)) {
                 break;
             }
