@@ -1,45 +1,73 @@
 //! The two HTTP/1.1 fields the gateway reads in several places, read the same way in each: the
 //! server (`downstream/`), the plain-upstream client (`upstream/http1_wire.rs`) and hardening.
-//! A length the server framed a body by is never read another way further in; the body read
-//! asks the body itself (its exact size hint).
+//! Each reads them from the fields it walks anyway (the raw head, or the map once), one value
+//! at a time. A length the server framed a body by is never read another way further in; the
+//! body read asks the body itself (its exact size hint).
 
 use http::HeaderMap;
-use http::header::{CONNECTION, CONTENT_LENGTH};
+use http::header::CONNECTION;
 
 /// Whether a `Connection` field lists `token` (case-insensitively, RFC 9110 §7.6.1).
 pub(crate) fn has_connection_token(headers: &HeaderMap, token: &str) -> bool {
-    headers.get_all(CONNECTION).iter().any(|value| {
-        value.to_str().is_ok_and(|value| {
-            value
-                .split(',')
-                .any(|part| part.trim().eq_ignore_ascii_case(token))
-        })
-    })
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .any(|value| connection_tokens(value.as_bytes()).any(|t| t.eq_ignore_ascii_case(token)))
 }
 
-/// The message's `Content-Length`, if it has one: every field and every element of a
-/// comma-separated list must be digits and all must agree (RFC 9110 §8.6), or the message could
-/// be framed two ways.
+/// The names one `Connection` field value lists; none when the value is not text.
+pub(crate) fn connection_tokens(value: &[u8]) -> impl Iterator<Item = &str> {
+    field_text(value)
+        .into_iter()
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+}
+
+/// A message's `Content-Length`, fed one field value at a time: every field and every element
+/// of a comma-separated list must be digits and all must agree (RFC 9110 §8.6), or the message
+/// could be framed two ways.
 ///
-/// Read as bytes in one pass: every request and every upstream answer is framed by it, and
-/// several layers read it, so the text route (UTF-8 check, `split`, `trim`, `parse`) was about
-/// 500 instructions a reading.
-pub(crate) fn content_length(headers: &HeaderMap) -> Result<Option<u64>, &'static str> {
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        // A field that is not visible ASCII is refused whole, before any of its parts is read.
-        if value.to_str().is_err() {
+/// Read as bytes: every request and every upstream answer is framed by it, so the text route
+/// (UTF-8 check, `split`, `trim`, `parse`) was about 500 instructions a reading.
+#[derive(Debug, Default)]
+pub(crate) struct ContentLength(Option<u64>);
+
+impl ContentLength {
+    /// Reads the value of one more `Content-Length` field.
+    pub(crate) fn add(&mut self, value: &[u8]) -> Result<(), &'static str> {
+        // A field that is not visible ASCII is refused whole, before any of its parts is read
+        // (what `HeaderValue::to_str` refuses).
+        if !is_visible_ascii(value) {
             return Err(NOT_A_NUMBER);
         }
-        for part in value.as_bytes().split(|&byte| byte == b',') {
+        for part in value.split(|&byte| byte == b',') {
             let parsed = decimal(part.trim_ascii())?;
-            if length.is_some_and(|seen| seen != parsed) {
+            if self.0.is_some_and(|seen| seen != parsed) {
                 return Err("content-lengths differ");
             }
-            length = Some(parsed);
+            self.0 = Some(parsed);
         }
+        Ok(())
     }
-    Ok(length)
+
+    /// The length every field agreed on; `None` when there was no field.
+    pub(crate) fn value(&self) -> Option<u64> {
+        self.0
+    }
+}
+
+/// A field value as text, when it is text `HeaderValue::to_str` accepts.
+pub(crate) fn field_text(value: &[u8]) -> Option<&str> {
+    is_visible_ascii(value)
+        .then(|| std::str::from_utf8(value).ok())
+        .flatten()
+}
+
+/// Whether a field value is text `HeaderValue::to_str` accepts: visible ASCII, spaces and tabs.
+fn is_visible_ascii(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&byte| byte == b'\t' || (b' '..=b'~').contains(&byte))
 }
 
 const NOT_A_NUMBER: &str = "content-length is not a number";
@@ -63,6 +91,16 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use http::header::CONTENT_LENGTH;
+
+    /// Every `Content-Length` field of `headers`, read in order.
+    fn content_length(headers: &HeaderMap) -> Result<Option<u64>, &'static str> {
+        let mut length = ContentLength::default();
+        for value in headers.get_all(CONTENT_LENGTH) {
+            length.add(value.as_bytes())?;
+        }
+        Ok(length.value())
+    }
 
     /// The reading this module had before it read bytes: the reference the byte reading must
     /// agree with on every input.

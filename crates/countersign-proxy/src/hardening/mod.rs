@@ -15,6 +15,7 @@
 //!
 //! A request that passes carries its [`Route`](crate::route::Route) in its extensions.
 
+mod fields;
 mod layer;
 mod service;
 

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{HeaderMap, Method, Request, Response, header};
+use http::{HeaderMap, Method, Request, Response};
 use tower::Service;
 use tracing::debug;
 
@@ -9,8 +9,9 @@ use crate::body::ResponseBody;
 use crate::config::{HostPattern, HostPolicy, OriginPolicy};
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
-use crate::http_fields::{content_length, has_connection_token};
 use crate::metrics::ProxyMetrics;
+
+use super::fields::HeadFields;
 use crate::route::{LegacyEndpoint, Route};
 
 /// What the hardening layer needs to know: the exact paths it serves and the allowlists.
@@ -24,22 +25,6 @@ pub struct HardeningRules {
     pub max_body_bytes: usize,
     pub metrics: ProxyMetrics,
 }
-
-/// Headers that must appear at most once: a second copy is how parser differentials start
-/// (one hop reads the first, another the last).
-const SINGLETON_HEADERS: &[(&str, &str)] = &[
-    ("host", "Host"),
-    ("content-length", "Content-Length"),
-    ("content-type", "Content-Type"),
-    ("content-encoding", "Content-Encoding"),
-    ("origin", "Origin"),
-    ("authorization", "Authorization"),
-    ("mcp-session-id", "Mcp-Session-Id"),
-    ("mcp-protocol-version", "MCP-Protocol-Version"),
-    ("mcp-method", "Mcp-Method"),
-    ("mcp-name", "Mcp-Name"),
-    ("last-event-id", "Last-Event-ID"),
-];
 
 /// Refuses malformed or unwanted requests before anything reads their body.
 #[derive(Debug, Clone)]
@@ -110,7 +95,8 @@ impl HardeningRules {
             return Err((ProxyError::AbsoluteFormTarget, unrouted));
         }
         let headers = request.headers();
-        check_framing(headers).map_err(|e| (e, unrouted))?;
+        let fields = HeadFields::read(headers);
+        check_framing(&fields).map_err(|e| (e, unrouted))?;
 
         let method = request.method();
         let (route, legacy) = self
@@ -145,15 +131,15 @@ impl HardeningRules {
 
         // Origin before Host: the spec makes 403 on a foreign Origin a MUST, and a rebinding
         // attacker controls Host anyway.
-        if let Some(origin) = headers.get(header::ORIGIN) {
+        if let Some(origin) = fields.origin {
             let origin = origin.to_str().unwrap_or("<non-ASCII>");
             if !HostPattern::any_matches(&self.origins.allowed, origin) {
                 return Err(refuse(ProxyError::OriginNotAllowed(origin.to_owned())));
             }
         }
         if let Some(allowed) = &self.hosts.allowed {
-            let host = headers
-                .get(header::HOST)
+            let host = fields
+                .host
                 .and_then(|h| h.to_str().ok())
                 .unwrap_or_default();
             if !HostPattern::any_matches(allowed, host) {
@@ -162,7 +148,7 @@ impl HardeningRules {
         }
 
         if method == Method::POST {
-            check_post_body_headers(headers, self.max_body_bytes).map_err(refuse)?;
+            check_post_body_headers(&fields, self.max_body_bytes).map_err(refuse)?;
         }
         Ok((route.clone(), legacy))
     }
@@ -199,60 +185,53 @@ impl HardeningRules {
     }
 }
 
-fn check_framing(headers: &HeaderMap) -> Result<(), ProxyError> {
-    // Only a request with some header given twice can repeat a singleton: one with as many
-    // values as names (nearly every request) is settled without looking at any.
-    if headers.len() != headers.keys_len() {
-        // One walk over the distinct names the request has, rather than a lookup (parse and
-        // hash of the name) per singleton header it might have.
-        for name in headers.keys() {
-            let singleton = SINGLETON_HEADERS
-                .iter()
-                .find(|(lower, _)| *lower == name.as_str());
-            if let Some((_, display)) = singleton
-                && headers.get_all(name).iter().nth(1).is_some()
-            {
-                return Err(ProxyError::DuplicateHeader(display));
-            }
-        }
+fn check_framing(fields: &HeadFields<'_>) -> Result<(), ProxyError> {
+    if let Some(display) = fields.repeated_singleton {
+        return Err(ProxyError::DuplicateHeader(display));
     }
-    if !headers.contains_key(header::HOST) {
+    if fields.host.is_none() {
         return Err(ProxyError::MissingHost);
     }
-    if let Some(name) = headers.keys().find(|name| name.as_str().contains('_')) {
+    if let Some(name) = fields.underscore {
         return Err(ProxyError::UnderscoreHeader(name.as_str().to_owned()));
     }
-    if headers.contains_key(header::UPGRADE) || has_connection_token(headers, "upgrade") {
+    if fields.upgrade {
         return Err(ProxyError::UpgradeRefused);
     }
     // The server drops Content-Length when Transfer-Encoding is present, so CL+TE cannot be told
     // apart from plain chunked here. MCP clients always send Content-Length, so refusing every
     // Transfer-Encoding closes the whole smuggling class at no cost to them.
-    if headers.contains_key(header::TRANSFER_ENCODING) {
+    if fields.transfer_encoding {
         return Err(ProxyError::TransferEncodingRefused);
     }
     Ok(())
 }
 
-fn check_post_body_headers(headers: &HeaderMap, max_body_bytes: usize) -> Result<(), ProxyError> {
-    if let Some(encoding) = headers.get(header::CONTENT_ENCODING) {
+fn check_post_body_headers(
+    fields: &HeadFields<'_>,
+    max_body_bytes: usize,
+) -> Result<(), ProxyError> {
+    if let Some(encoding) = fields.content_encoding {
         let encoding = encoding.to_str().unwrap_or("<non-ASCII>");
         if !encoding.trim().eq_ignore_ascii_case("identity") {
             return Err(ProxyError::UnsupportedContentEncoding(encoding.to_owned()));
         }
     }
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
+    let content_type = fields
+        .content_type
         .map(|v| v.to_str().unwrap_or("<non-ASCII>"))
         .unwrap_or("no Content-Type");
     if !is_json_utf8(content_type) {
         return Err(ProxyError::UnsupportedMediaType(content_type.to_owned()));
     }
     // The server's own reading, so a length it framed the body by is never read another way.
-    let length = content_length(headers).map_err(|_| {
+    let length = fields.length.as_ref().map_err(|_| {
         ProxyError::Internal("the server accepted an invalid Content-Length".into())
     })?;
-    if length.is_some_and(|length| length > max_body_bytes as u64) {
+    if length
+        .value()
+        .is_some_and(|length| length > max_body_bytes as u64)
+    {
         return Err(ProxyError::BodyTooLarge {
             limit: max_body_bytes,
         });

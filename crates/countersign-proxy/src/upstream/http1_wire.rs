@@ -18,7 +18,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
 
-use crate::http_fields::{content_length, has_connection_token};
+use super::NOT_RETURNED;
+use crate::http_fields::{ContentLength, connection_tokens, field_text};
 
 /// A response head larger than this is refused (hyper's client allowed about 400 KiB of
 /// buffer; MCP heads are a few hundred bytes).
@@ -141,6 +142,8 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> 
             buf.advance(length);
             continue;
         }
+        let hop = HopFields::read(parsed.headers);
+        let (framing, exact) = hop.framing(status)?;
         // One copy of the head, sized to it, that every header value shares, rather than an
         // allocation per value; and nothing borrowed from the connection's read buffer, which a
         // long stream's response head would otherwise keep alive.
@@ -148,6 +151,9 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> 
         let head = Bytes::copy_from_slice(&buf[..length]);
         let mut map = HeaderMap::with_capacity(parsed.headers.len());
         for header in parsed.headers.iter() {
+            if hop.leaves_out(header.name) {
+                continue;
+            }
             let name = HeaderName::from_bytes(header.name.as_bytes())
                 .map_err(|_| WireError::Head(format!("header name {:?}", header.name)))?;
             let start = header.value.as_ptr() as usize - base;
@@ -157,9 +163,8 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> 
             map.append(name, value);
         }
         let http10 = parsed.version == Some(0);
+        let close = hop.close;
         buf.advance(length);
-        let (framing, exact) = framing(status, &map)?;
-        let close = has_connection_token(&map, "close");
         let mut response = Response::new(());
         *response.status_mut() = status;
         *response.version_mut() = if http10 {
@@ -176,34 +181,128 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> 
     }
 }
 
-/// How the body is framed, and whether that framing is unambiguous enough to reuse the
-/// connection after it.
-fn framing(status: StatusCode, headers: &HeaderMap) -> Result<(Framing, bool), WireError> {
-    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
-        return Ok((Framing::Length(0), true));
-    }
-    if headers.contains_key(TRANSFER_ENCODING) {
-        let mut last = None;
-        for value in headers.get_all(TRANSFER_ENCODING) {
-            let value = value
-                .to_str()
-                .map_err(|_| WireError::Framing("transfer-encoding is not ASCII"))?;
-            let mut codings = value.split(',').map(str::trim);
-            last = codings.rfind(|coding| !coding.is_empty()).or(last);
+/// The hop-by-hop fields of a response head (RFC 9110 §7.6.1), read from the raw fields: they
+/// frame the body and decide whether the connection is reused, and are never passed on, so the
+/// head's map is built without them. The relay removes the same fields from any answer
+/// (`upstream::is_not_returned` and the names `Connection` lists); building them into the map
+/// only for it to find and remove them cost about 2,000 instructions an answer
+/// (`bash bench/instructions.sh`).
+struct HopFields<'h> {
+    /// The `Content-Length` fields' agreed value, or why they do not give one.
+    length: Result<ContentLength, &'static str>,
+    length_fields: bool,
+    /// Whether any `Transfer-Encoding` field came, and the last coding they named; `Err` when
+    /// one is not text.
+    transfer_encoding: Option<Result<Option<&'h str>, &'static str>>,
+    /// The names `Connection` fields list: left out too.
+    listed: Listed<'h>,
+    /// Whether a `Connection` field lists `close`.
+    close: bool,
+}
+
+/// The names `Connection` fields list, the first few kept here (an answer lists one or two, if
+/// any); past those, the fields are read again for each name asked about.
+struct Listed<'h> {
+    fields: &'h [httparse::Header<'h>],
+    names: [&'h str; 4],
+    count: usize,
+}
+
+impl<'h> Listed<'h> {
+    fn add(&mut self, name: &'h str) {
+        if let Some(slot) = self.names.get_mut(self.count) {
+            *slot = name;
         }
-        let also_length = headers.contains_key(CONTENT_LENGTH);
-        return Ok(match last {
-            Some(coding) if coding.eq_ignore_ascii_case("chunked") => {
-                (Framing::chunked(), !also_length)
-            }
-            _ => (Framing::UntilClose, false),
-        });
+        self.count += 1;
     }
-    let length = content_length(headers).map_err(WireError::Framing)?;
-    Ok(match length {
-        Some(length) => (Framing::Length(length), true),
-        None => (Framing::UntilClose, false),
-    })
+
+    fn contains(&self, name: &str) -> bool {
+        if let Some(kept) = self.names.get(..self.count) {
+            return kept.iter().any(|listed| listed.eq_ignore_ascii_case(name));
+        }
+        self.fields
+            .iter()
+            .filter(|field| field.name.eq_ignore_ascii_case("connection"))
+            .any(|field| connection_tokens(field.value).any(|t| t.eq_ignore_ascii_case(name)))
+    }
+}
+
+impl<'h> HopFields<'h> {
+    /// Reads the fields; a malformed one is an error only where [`Self::framing`] needs it.
+    fn read(fields: &'h [httparse::Header<'h>]) -> Self {
+        let mut hop = HopFields {
+            length: Ok(ContentLength::default()),
+            length_fields: false,
+            transfer_encoding: None,
+            listed: Listed {
+                fields,
+                names: [""; 4],
+                count: 0,
+            },
+            close: false,
+        };
+        for field in fields {
+            let name = field.name;
+            if name.eq_ignore_ascii_case("content-length") {
+                hop.length_fields = true;
+                if let Ok(length) = &mut hop.length
+                    && let Err(error) = length.add(field.value)
+                {
+                    hop.length = Err(error);
+                }
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                hop.transfer_encoding =
+                    Some(match (field_text(field.value), hop.transfer_encoding) {
+                        (_, Some(Err(error))) => Err(error),
+                        (None, _) => Err("transfer-encoding is not ASCII"),
+                        (Some(value), before) => {
+                            let mut codings = value.split(',').map(str::trim);
+                            let last = codings.rfind(|coding| !coding.is_empty());
+                            Ok(last.or(before.and_then(Result::ok).flatten()))
+                        }
+                    });
+            } else if name.eq_ignore_ascii_case("connection") {
+                for token in connection_tokens(field.value) {
+                    hop.close |= token.eq_ignore_ascii_case("close");
+                    hop.listed.add(token);
+                }
+            }
+        }
+        hop
+    }
+
+    /// How the body is framed, and whether that framing is unambiguous enough to reuse the
+    /// connection after it.
+    fn framing(&self, status: StatusCode) -> Result<(Framing, bool), WireError> {
+        if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+            return Ok((Framing::Length(0), true));
+        }
+        if let Some(last) = self.transfer_encoding {
+            return Ok(match last.map_err(WireError::Framing)? {
+                Some(coding) if coding.eq_ignore_ascii_case("chunked") => {
+                    (Framing::chunked(), !self.length_fields)
+                }
+                _ => (Framing::UntilClose, false),
+            });
+        }
+        let length = self
+            .length
+            .as_ref()
+            .map_err(|error| WireError::Framing(error))?;
+        Ok(match length.value() {
+            Some(length) => (Framing::Length(length), true),
+            None => (Framing::UntilClose, false),
+        })
+    }
+
+    /// Whether the field `name` is hop-by-hop: one the relay never returns, or one a
+    /// `Connection` field lists.
+    fn leaves_out(&self, name: &str) -> bool {
+        NOT_RETURNED
+            .iter()
+            .any(|hop| name.eq_ignore_ascii_case(hop))
+            || self.listed.contains(name)
+    }
 }
 
 /// Where a body's decoding stands.

@@ -68,6 +68,61 @@ fn a_head_arriving_in_pieces_is_parsed_once_whole_and_interim_answers_are_skippe
 }
 
 #[test]
+fn the_head_keeps_only_the_fields_an_answer_passes_on() {
+    // `X-Hop` comes before the `Connection` field that lists it: left out all the same.
+    let parsed = whole_head(
+        "HTTP/1.1 200 OK\r\nServer: up\r\nX-Hop: secret\r\nConnection: keep-alive, X-Hop\r\n\
+         Keep-Alive: timeout=5\r\nContent-Length: 2\r\nMcp-Session-Id: a\r\n\
+         Set-Cookie: a=1\r\nTE: trailers\r\nUpgrade: h2c\r\nTrailer: x\r\n\
+         Proxy-Connection: close\r\nSet-Cookie: b=2\r\n\r\n",
+    );
+    let kept: Vec<_> = parsed
+        .response
+        .headers()
+        .iter()
+        .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            "server: up",
+            "mcp-session-id: a",
+            "set-cookie: a=1",
+            "set-cookie: b=2"
+        ]
+    );
+    // What was left out still framed the body and decided the connection's reuse.
+    assert_eq!(parsed.framing, Framing::Length(2));
+    assert!(parsed.reusable);
+    // More listed names than are kept aside: the fields are read again for the rest.
+    let many = whole_head(
+        "HTTP/1.1 200 OK\r\nX-Late: 1\r\nConnection: a, b\r\nConnection: c, d, X-Late\r\n\
+         X-Kept: 2\r\nContent-Length: 0\r\n\r\n",
+    );
+    let names: Vec<_> = many
+        .response
+        .headers()
+        .keys()
+        .map(|name| name.as_str())
+        .collect();
+    assert_eq!(names, ["x-kept"]);
+    let closing = whole_head("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: Close\r\n\r\n");
+    assert!(!closing.reusable && closing.response.headers().is_empty());
+}
+
+#[test]
+fn a_malformed_framing_field_counts_only_where_the_body_is_framed_by_it() {
+    let no_body = whole_head("HTTP/1.1 204 No Content\r\ncontent-length: x\r\n\r\n");
+    assert!(no_body.framing.is_done());
+    let chunked =
+        whole_head("HTTP/1.1 200 OK\r\ncontent-length: x\r\ntransfer-encoding: chunked\r\n\r\n");
+    assert_eq!(chunked.framing, Framing::Chunked(Chunk::Size));
+    assert!(!chunked.reusable);
+    let mut buf = BytesMut::from(&b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\xff\r\n\r\n"[..]);
+    assert!(matches!(parse_head(&mut buf), Err(WireError::Framing(_))));
+}
+
+#[test]
 fn malformed_or_oversized_heads_are_refused() {
     assert!(matches!(
         head("HTTP/1.1 2x0 OK\r\n\r\n"),

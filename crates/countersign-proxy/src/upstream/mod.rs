@@ -198,18 +198,20 @@ fn timed_out(upstream: &Upstream) -> ProxyError {
 
 /// Response headers never copied back to the client: hop-by-hop fields and framing.
 pub(crate) fn is_not_returned(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "content-length"
-            | "transfer-encoding"
-            | "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "te"
-            | "trailer"
-            | "upgrade"
-    )
+    NOT_RETURNED.contains(&name.as_str())
 }
+
+/// The names [`is_not_returned`] refuses, lowercase.
+pub(crate) const NOT_RETURNED: [&str; 8] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
 
 /// Builds the upstream request for a client request whose (re-serialized) body is `body`, for
 /// the gateway's own requests and upstreams reached through hyper: see [`Forwarded`].
