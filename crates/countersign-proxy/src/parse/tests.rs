@@ -104,6 +104,38 @@ async fn a_post_body_reaches_the_inner_service_as_its_parsed_value() {
 }
 
 #[tokio::test]
+async fn a_body_in_any_number_of_frames_reaches_the_inner_service_whole() {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "create_order", "arguments": {"qty": 2}}});
+    let text = Bytes::from(serde_json::to_vec(&body).expect("json"));
+    let at = |cuts: &[usize]| {
+        let mut frames = Vec::new();
+        let mut from = 0;
+        for &cut in cuts.iter().chain([&text.len()]) {
+            frames.push(Ok::<_, Infallible>(Frame::data(text.slice(from..cut))));
+            from = cut;
+        }
+        frames
+    };
+    // One frame; two; many, with empty ones first, between and last.
+    for frames in [at(&[]), at(&[9]), at(&[0, 0, 1, 20, 20, 40, text.len()])] {
+        let count = frames.len();
+        let (inner, mut handle) = mock_inner();
+        let service = ParseLayer::new(limits(), ProxyMetrics::unregistered()).layer(inner);
+        let request = Request::post(PATH)
+            .header("content-type", "application/json")
+            .body(StreamBody::new(futures_util::stream::iter(frames)))
+            .expect("a valid request");
+        let (response, received) = call_answering(service, request, &mut handle, ok).await;
+        assert_eq!(response.status(), StatusCode::OK, "{count} frames");
+        let [request] = received.as_slice() else {
+            panic!("expected one request inside, got {}", received.len());
+        };
+        assert_eq!(seen(request).body, Some(body.clone()), "{count} frames");
+    }
+}
+
+#[tokio::test]
 async fn get_and_delete_reach_the_inner_service_without_a_body() {
     for method in [Method::GET, Method::DELETE] {
         let (inner, mut handle) = mock_inner();
