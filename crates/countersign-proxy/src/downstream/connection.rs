@@ -56,7 +56,7 @@ pub(crate) async fn serve_connection<S>(
     stream: TcpStream,
     mut service: S,
     settings: ConnectionSettings,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) where
     S: Service<Request<RequestBody>, Response = Response<ResponseBody>, Error = Infallible>,
 {
@@ -65,13 +65,22 @@ pub(crate) async fn serve_connection<S>(
         buf: BytesMut::new(),
         scanned: 0,
     };
+    // One wait for the shutdown for the connection's life, rather than one set up and torn
+    // down (a waiter registered and removed under the channel's lock) for every request.
+    let stopping = {
+        let mut shutdown = shutdown.clone();
+        async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        }
+    };
+    tokio::pin!(stopping);
     loop {
         let read = tokio::select! {
             read = tokio::time::timeout(
                 settings.header_read_timeout,
                 connection.read_head(settings.head),
             ) => read,
-            _ = shutdown.wait_for(|stop| *stop) => return,
+            () = &mut stopping => return,
         };
         let head = match read {
             Ok(Ok(head)) => head,
