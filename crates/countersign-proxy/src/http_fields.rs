@@ -28,13 +28,36 @@ pub(crate) fn connection_tokens(value: &[u8]) -> impl Iterator<Item = &str> {
 /// could be framed two ways.
 ///
 /// Read as bytes: every request and every upstream answer is framed by it, so the text route
-/// (UTF-8 check, `split`, `trim`, `parse`) was about 500 instructions a reading.
-#[derive(Debug, Default)]
-pub(crate) struct ContentLength(Option<u64>);
+/// (UTF-8 check, `split`, `trim`, `parse`) was about 500 instructions a reading. The first
+/// error is kept, not returned: the reader decides whether the length frames anything (a 204's
+/// does not, nor one beside `Transfer-Encoding`).
+#[derive(Debug)]
+pub(crate) struct ContentLength {
+    /// The length the fields so far agreed on (`None`: no field yet), or why they give none.
+    read: Result<Option<u64>, &'static str>,
+    /// Whether any field came, readable or not.
+    present: bool,
+}
+
+impl Default for ContentLength {
+    fn default() -> Self {
+        ContentLength {
+            read: Ok(None),
+            present: false,
+        }
+    }
+}
 
 impl ContentLength {
     /// Reads the value of one more `Content-Length` field.
-    pub(crate) fn add(&mut self, value: &[u8]) -> Result<(), &'static str> {
+    pub(crate) fn add(&mut self, value: &[u8]) {
+        self.present = true;
+        if let Ok(seen) = self.read {
+            self.read = Self::agreed(seen, value);
+        }
+    }
+
+    fn agreed(mut seen: Option<u64>, value: &[u8]) -> Result<Option<u64>, &'static str> {
         // A field that is not visible ASCII is refused whole, before any of its parts is read
         // (what `HeaderValue::to_str` refuses).
         if !is_visible_ascii(value) {
@@ -42,17 +65,22 @@ impl ContentLength {
         }
         for part in value.split(|&byte| byte == b',') {
             let parsed = decimal(part.trim_ascii())?;
-            if self.0.is_some_and(|seen| seen != parsed) {
+            if seen.is_some_and(|seen| seen != parsed) {
                 return Err("content-lengths differ");
             }
-            self.0 = Some(parsed);
+            seen = Some(parsed);
         }
-        Ok(())
+        Ok(seen)
     }
 
-    /// The length every field agreed on; `None` when there was no field.
-    pub(crate) fn value(&self) -> Option<u64> {
-        self.0
+    /// The length every field agreed on (`None` when there was no field), or why they did not.
+    pub(crate) fn value(&self) -> Result<Option<u64>, &'static str> {
+        self.read
+    }
+
+    /// Whether the message had a `Content-Length` field at all.
+    pub(crate) fn is_present(&self) -> bool {
+        self.present
     }
 }
 
@@ -97,9 +125,9 @@ mod tests {
     fn content_length(headers: &HeaderMap) -> Result<Option<u64>, &'static str> {
         let mut length = ContentLength::default();
         for value in headers.get_all(CONTENT_LENGTH) {
-            length.add(value.as_bytes())?;
+            length.add(value.as_bytes());
         }
-        Ok(length.value())
+        length.value()
     }
 
     /// The reading this module had before it read bytes: the reference the byte reading must

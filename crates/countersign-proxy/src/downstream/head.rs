@@ -137,8 +137,8 @@ pub(crate) fn parse_request_head(
         headers.remove(CONTENT_LENGTH);
         BodyFraming::Refused
     } else {
-        let length = fields.length.map_err(HeadError::Malformed)?;
-        BodyFraming::Length(length.value().unwrap_or(0))
+        let length = fields.length.value().map_err(HeadError::Malformed)?;
+        BodyFraming::Length(length.unwrap_or(0))
     };
     let keep_alive = match version {
         Version::HTTP_10 => fields.keep_alive,
@@ -187,9 +187,9 @@ fn header_name(name: &[u8]) -> Result<HeaderName, HeadError> {
 /// The fields that frame the body and decide the connection's fate, read from the raw fields
 /// in the pass that builds the map: looking each up in the map again cost about 900
 /// instructions a request (`bash bench/instructions.sh`). Read as `http_fields` reads a map.
+#[derive(Default)]
 struct FramingFields {
-    /// The `Content-Length` fields' agreed value, or why they do not give one.
-    length: Result<ContentLength, &'static str>,
+    length: ContentLength,
     transfer_encoding: bool,
     /// A `Connection` field lists `close` / `keep-alive`.
     close: bool,
@@ -198,27 +198,11 @@ struct FramingFields {
     expect: Option<bool>,
 }
 
-impl Default for FramingFields {
-    fn default() -> Self {
-        FramingFields {
-            length: Ok(ContentLength::default()),
-            transfer_encoding: false,
-            close: false,
-            keep_alive: false,
-            expect: None,
-        }
-    }
-}
-
 impl FramingFields {
     fn read(&mut self, field: &httparse::Header<'_>) {
         let (name, value) = (field.name, field.value);
         if name.eq_ignore_ascii_case("content-length") {
-            if let Ok(length) = &mut self.length
-                && let Err(error) = length.add(value)
-            {
-                self.length = Err(error);
-            }
+            self.length.add(value);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             self.transfer_encoding = true;
         } else if name.eq_ignore_ascii_case("connection") {
@@ -229,5 +213,59 @@ impl FramingFields {
         } else if name.eq_ignore_ascii_case("expect") && self.expect.is_none() {
             self.expect = Some(value.eq_ignore_ascii_case(b"100-continue"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Result<RequestHead, HeadError> {
+        let limits = HeadLimits {
+            max_headers: 32,
+            max_head_bytes: 4096,
+        };
+        parse_request_head(&mut BytesMut::from(text.as_bytes()), limits)
+            .map(|head| head.expect("a whole head"))
+    }
+
+    #[test]
+    fn the_framing_fields_are_read_with_the_map_as_the_map_would_give_them() {
+        // Keep-alive: HTTP/1.0 only when asked, in any case and place of the list; HTTP/1.1
+        // unless `close` is listed, in any of its `Connection` fields.
+        let keep = |text| parsed(text).expect("a head").keep_alive;
+        assert!(keep("GET / HTTP/1.0\r\nConnection: x, Keep-Alive\r\n\r\n"));
+        assert!(!keep("GET / HTTP/1.0\r\n\r\n"));
+        assert!(keep("GET / HTTP/1.1\r\n\r\n"));
+        assert!(!keep(
+            "GET / HTTP/1.1\r\nConnection: x\r\nconnection: y, CLOSE\r\n\r\n"
+        ));
+        // The first `Expect` decides, as `HeaderMap::get` would.
+        let expect = |text| parsed(text).map(|head| head.expect_continue);
+        assert_eq!(
+            expect("POST / HTTP/1.1\r\nExpect: 100-Continue\r\nExpect: x\r\n\r\n"),
+            Ok(true)
+        );
+        assert_eq!(
+            expect("POST / HTTP/1.1\r\nExpect: x\r\nExpect: 100-continue\r\n\r\n"),
+            Err(HeadError::Expectation)
+        );
+        // Lengths: a list of one value is that value; a malformed one is refused, unless
+        // Transfer-Encoding makes the length frame nothing (it is then dropped from the map).
+        let framing = |text| parsed(text).map(|head| head.framing);
+        assert_eq!(
+            framing("POST / HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\n"),
+            Ok(BodyFraming::Length(2))
+        );
+        assert!(matches!(
+            framing("POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n"),
+            Err(HeadError::Malformed(_))
+        ));
+        let chunked =
+            parsed("POST / HTTP/1.1\r\nContent-Length: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+                .expect("a head");
+        assert_eq!(chunked.framing, BodyFraming::Refused);
+        assert!(!chunked.keep_alive);
+        assert!(!chunked.request.headers().contains_key(CONTENT_LENGTH));
     }
 }

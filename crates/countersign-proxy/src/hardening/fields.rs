@@ -24,7 +24,7 @@ const SINGLETON_HEADERS: &[(&str, &str)] = &[
 
 /// What the checks ask of a request's fields. A field's value here is its first, as
 /// `HeaderMap::get` gives it; a singleton given twice is refused before any value is read.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct HeadFields<'a> {
     /// The first singleton field given more than once, in field order.
     pub(super) repeated_singleton: Option<&'static str>,
@@ -34,8 +34,7 @@ pub(super) struct HeadFields<'a> {
     pub(super) origin: Option<&'a HeaderValue>,
     pub(super) content_type: Option<&'a HeaderValue>,
     pub(super) content_encoding: Option<&'a HeaderValue>,
-    /// The `Content-Length` fields' agreed value, or why they do not give one.
-    pub(super) length: Result<ContentLength, &'static str>,
+    pub(super) length: ContentLength,
     /// An `Upgrade` field, or a `Connection` field listing `upgrade`.
     pub(super) upgrade: bool,
     pub(super) transfer_encoding: bool,
@@ -43,17 +42,7 @@ pub(super) struct HeadFields<'a> {
 
 impl<'a> HeadFields<'a> {
     pub(super) fn read(headers: &'a HeaderMap) -> Self {
-        let mut fields = HeadFields {
-            repeated_singleton: None,
-            underscore: None,
-            host: None,
-            origin: None,
-            content_type: None,
-            content_encoding: None,
-            length: Ok(ContentLength::default()),
-            upgrade: false,
-            transfer_encoding: false,
-        };
+        let mut fields = HeadFields::default();
         // A map yields every value of one name before the next name.
         let mut previous: Option<&HeaderName> = None;
         for (name, value) in headers {
@@ -69,28 +58,23 @@ impl<'a> HeadFields<'a> {
             } else if fields.underscore.is_none() && name.as_str().contains('_') {
                 fields.underscore = Some(name);
             }
-            fields.note(name, value, repeat);
+            fields.note(name, value);
         }
         fields
     }
 
-    /// Takes in one value of `name`; `repeat`: not the name's first.
-    fn note(&mut self, name: &HeaderName, value: &'a HeaderValue, repeat: bool) {
-        let first = (!repeat).then_some(value);
+    /// Takes in the next value of `name`; of a field the checks read once, the first is kept.
+    fn note(&mut self, name: &HeaderName, value: &'a HeaderValue) {
         if name == header::HOST {
-            self.host = self.host.or(first);
+            self.host.get_or_insert(value);
         } else if name == header::ORIGIN {
-            self.origin = self.origin.or(first);
+            self.origin.get_or_insert(value);
         } else if name == header::CONTENT_TYPE {
-            self.content_type = self.content_type.or(first);
+            self.content_type.get_or_insert(value);
         } else if name == header::CONTENT_ENCODING {
-            self.content_encoding = self.content_encoding.or(first);
+            self.content_encoding.get_or_insert(value);
         } else if name == header::CONTENT_LENGTH {
-            if let Ok(length) = &mut self.length
-                && let Err(error) = length.add(value.as_bytes())
-            {
-                self.length = Err(error);
-            }
+            self.length.add(value.as_bytes());
         } else if name == header::UPGRADE {
             self.upgrade = true;
         } else if name == header::CONNECTION {
@@ -118,11 +102,10 @@ mod tests {
             headers.get_all(name).iter().nth(1).map(|_| singleton.1)
         });
         let mut length = ContentLength::default();
-        let length = headers
-            .get_all(header::CONTENT_LENGTH)
-            .iter()
-            .try_for_each(|value| length.add(value.as_bytes()))
-            .map(|()| length.value());
+        for value in headers.get_all(header::CONTENT_LENGTH) {
+            length.add(value.as_bytes());
+        }
+        let length = length.value();
         format!(
             "{repeated:?} {:?} {:?} {:?} {:?} {:?} {length:?} {} {}",
             headers.keys().find(|name| name.as_str().contains('_')),
@@ -145,7 +128,7 @@ mod tests {
             fields.origin,
             fields.content_type,
             fields.content_encoding,
-            fields.length.map(|length| length.value()),
+            fields.length.value(),
             fields.upgrade,
             fields.transfer_encoding,
         )

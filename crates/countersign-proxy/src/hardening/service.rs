@@ -225,13 +225,10 @@ fn check_post_body_headers(
         return Err(ProxyError::UnsupportedMediaType(content_type.to_owned()));
     }
     // The server's own reading, so a length it framed the body by is never read another way.
-    let length = fields.length.as_ref().map_err(|_| {
+    let length = fields.length.value().map_err(|_| {
         ProxyError::Internal("the server accepted an invalid Content-Length".into())
     })?;
-    if length
-        .value()
-        .is_some_and(|length| length > max_body_bytes as u64)
-    {
+    if length.is_some_and(|length| length > max_body_bytes as u64) {
         return Err(ProxyError::BodyTooLarge {
             limit: max_body_bytes,
         });

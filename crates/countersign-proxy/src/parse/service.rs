@@ -178,6 +178,9 @@ where
             let Ok(data) = frame.into_data() else {
                 continue;
             };
+            if data.is_empty() {
+                continue;
+            }
             received += data.len();
             if received > limit {
                 return Err(BodyError::Refused(ProxyError::BodyTooLarge { limit }));
@@ -185,7 +188,8 @@ where
             budget
                 .grow(reservation, data.len())
                 .map_err(BodyError::OverBudget)?;
-            if received == data.len() && whole.is_none() {
+            // The first bytes: nothing to join them to yet.
+            if received == data.len() {
                 whole = Some(data);
                 continue;
             }

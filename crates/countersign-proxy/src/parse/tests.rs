@@ -117,8 +117,15 @@ async fn a_body_in_any_number_of_frames_reaches_the_inner_service_whole() {
         }
         frames
     };
-    // One frame; two; many, with empty ones first, between and last.
-    for frames in [at(&[]), at(&[9]), at(&[0, 0, 1, 20, 20, 40, text.len()])] {
+    // One frame (alone, after empty ones, before an empty one); two; many, with empty ones
+    // first, between and last. And whether the parsed value keeps the one frame's bytes.
+    for (frames, kept_in_place) in [
+        (at(&[]), true),
+        (at(&[0, 0]), true),
+        (at(&[text.len()]), true),
+        (at(&[9]), false),
+        (at(&[0, 0, 1, 20, 20, 40, text.len()]), false),
+    ] {
         let count = frames.len();
         let (inner, mut handle) = mock_inner();
         let service = ParseLayer::new(limits(), ProxyMetrics::unregistered()).layer(inner);
@@ -132,6 +139,16 @@ async fn a_body_in_any_number_of_frames_reaches_the_inner_service_whole() {
             panic!("expected one request inside, got {}", received.len());
         };
         assert_eq!(seen(request).body, Some(body.clone()), "{count} frames");
+        let Parsed::Message(post) = request.body() else {
+            panic!("a POST must reach the inner service as a parsed message");
+        };
+        let params = post.payload.messages()[0].params().expect("params");
+        let sent = text.as_ptr_range();
+        assert_eq!(
+            sent.contains(&params.as_bytes().as_ptr()),
+            kept_in_place,
+            "{count} frames: the parsed value's bytes are the frame's"
+        );
     }
 }
 

@@ -27,7 +27,7 @@ use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
 use crate::route::RouteTarget;
 use crate::upstream::{
-    Forwarded, UpstreamBody, connection_tokens, is_event_stream, is_not_returned,
+    Forwarded, UpstreamBody, connection_listed_names, is_event_stream, is_not_returned,
 };
 
 /// Watches, and may edit, the messages of one relayed response.
@@ -87,7 +87,7 @@ pub async fn relay(
     metrics.observe_upstream_latency(route.label, clock.now().duration_since(started));
 
     let (mut parts, body) = response.into_parts();
-    let listed_in_connection = connection_tokens(&parts.headers);
+    let listed_in_connection = connection_listed_names(&parts.headers);
     let returned: Vec<_> = parts
         .headers
         .keys()

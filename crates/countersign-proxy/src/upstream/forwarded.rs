@@ -14,7 +14,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request};
 use http_body_util::Full;
 
-use super::connection_tokens;
+use super::connection_listed_names;
 use super::http1_wire::{sends_length, write_field, write_length_and_body, write_request_line};
 use crate::config::{Upstream, UpstreamAuth};
 
@@ -42,7 +42,7 @@ impl Forwarded<'_> {
     /// The request as an `http::Request`, for upstreams reached through hyper or in process.
     pub fn into_request(self, upstream: &Upstream) -> Request<Full<Bytes>> {
         let mut headers = HeaderMap::with_capacity(self.client_headers.len() + 4);
-        let listed = connection_tokens(self.client_headers);
+        let listed = connection_listed_names(self.client_headers);
         for (name, value) in self.client_headers {
             if self.passes(upstream, name, &listed) {
                 headers.append(name.clone(), value.clone());
@@ -78,7 +78,7 @@ impl Forwarded<'_> {
     pub(super) fn encode_http1(&self, upstream: &Upstream, out: &mut Vec<u8>) {
         let target = upstream.url.path_and_query().map_or("/", |t| t.as_str());
         write_request_line(&self.method, target, out);
-        let listed = connection_tokens(self.client_headers);
+        let listed = connection_listed_names(self.client_headers);
         for (name, value) in self.client_headers {
             if self.passes(upstream, name, &listed) {
                 write_field(name.as_str(), value.as_bytes(), out);

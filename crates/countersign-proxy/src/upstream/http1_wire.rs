@@ -163,7 +163,7 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> 
             map.append(name, value);
         }
         let http10 = parsed.version == Some(0);
-        let close = hop.close;
+        let close = hop.listed.contains("close");
         buf.advance(length);
         let mut response = Response::new(());
         *response.status_mut() = status;
@@ -188,16 +188,13 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> 
 /// only for it to find and remove them cost about 2,000 instructions an answer
 /// (`bash bench/instructions.sh`).
 struct HopFields<'h> {
-    /// The `Content-Length` fields' agreed value, or why they do not give one.
-    length: Result<ContentLength, &'static str>,
-    length_fields: bool,
-    /// Whether any `Transfer-Encoding` field came, and the last coding they named; `Err` when
-    /// one is not text.
-    transfer_encoding: Option<Result<Option<&'h str>, &'static str>>,
-    /// The names `Connection` fields list: left out too.
+    length: ContentLength,
+    /// Whether any `Transfer-Encoding` field came.
+    transfer_encoding: bool,
+    /// The last coding the `Transfer-Encoding` fields named, or that one of them is not text.
+    last_coding: Result<Option<&'h str>, &'static str>,
+    /// The names `Connection` fields list (`close` among them, for reuse): left out too.
     listed: Listed<'h>,
-    /// Whether a `Connection` field lists `close`.
-    close: bool,
 }
 
 /// The names `Connection` fields list, the first few kept here (an answer lists one or two, if
@@ -231,41 +228,33 @@ impl<'h> HopFields<'h> {
     /// Reads the fields; a malformed one is an error only where [`Self::framing`] needs it.
     fn read(fields: &'h [httparse::Header<'h>]) -> Self {
         let mut hop = HopFields {
-            length: Ok(ContentLength::default()),
-            length_fields: false,
-            transfer_encoding: None,
+            length: ContentLength::default(),
+            transfer_encoding: false,
+            last_coding: Ok(None),
             listed: Listed {
                 fields,
                 names: [""; 4],
                 count: 0,
             },
-            close: false,
         };
         for field in fields {
             let name = field.name;
             if name.eq_ignore_ascii_case("content-length") {
-                hop.length_fields = true;
-                if let Ok(length) = &mut hop.length
-                    && let Err(error) = length.add(field.value)
-                {
-                    hop.length = Err(error);
-                }
+                hop.length.add(field.value);
             } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                hop.transfer_encoding =
-                    Some(match (field_text(field.value), hop.transfer_encoding) {
-                        (_, Some(Err(error))) => Err(error),
-                        (None, _) => Err("transfer-encoding is not ASCII"),
-                        (Some(value), before) => {
-                            let mut codings = value.split(',').map(str::trim);
-                            let last = codings.rfind(|coding| !coding.is_empty());
-                            Ok(last.or(before.and_then(Result::ok).flatten()))
-                        }
-                    });
-            } else if name.eq_ignore_ascii_case("connection") {
-                for token in connection_tokens(field.value) {
-                    hop.close |= token.eq_ignore_ascii_case("close");
-                    hop.listed.add(token);
+                hop.transfer_encoding = true;
+                if let Ok(before) = hop.last_coding {
+                    hop.last_coding = match field_text(field.value) {
+                        None => Err("transfer-encoding is not ASCII"),
+                        Some(value) => Ok(value
+                            .split(',')
+                            .map(str::trim)
+                            .rfind(|coding| !coding.is_empty())
+                            .or(before)),
+                    };
                 }
+            } else if name.eq_ignore_ascii_case("connection") {
+                connection_tokens(field.value).for_each(|token| hop.listed.add(token));
             }
         }
         hop
@@ -277,19 +266,15 @@ impl<'h> HopFields<'h> {
         if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
             return Ok((Framing::Length(0), true));
         }
-        if let Some(last) = self.transfer_encoding {
-            return Ok(match last.map_err(WireError::Framing)? {
+        if self.transfer_encoding {
+            return Ok(match self.last_coding.map_err(WireError::Framing)? {
                 Some(coding) if coding.eq_ignore_ascii_case("chunked") => {
-                    (Framing::chunked(), !self.length_fields)
+                    (Framing::chunked(), !self.length.is_present())
                 }
                 _ => (Framing::UntilClose, false),
             });
         }
-        let length = self
-            .length
-            .as_ref()
-            .map_err(|error| WireError::Framing(error))?;
-        Ok(match length.value() {
+        Ok(match self.length.value().map_err(WireError::Framing)? {
             Some(length) => (Framing::Length(length), true),
             None => (Framing::UntilClose, false),
         })

@@ -47,6 +47,7 @@ use http_body_util::Full;
 
 use crate::config::{Transport, Upstream};
 use crate::error::ProxyError;
+use crate::http_fields;
 
 /// How the gateway reaches one upstream: a pooled HTTP client, or a [`LocalUpstream`] that
 /// serves Streamable HTTP in process (stdio programs, legacy HTTP+SSE servers).
@@ -231,13 +232,14 @@ pub fn upstream_request(
     .into_request(upstream)
 }
 
-pub(crate) fn connection_tokens(headers: &HeaderMap) -> Vec<HeaderName> {
+/// The field names a message's `Connection` fields list (RFC 9110 §7.6.1): hop-by-hop, never
+/// passed on. Read token by token as `http_fields` reads every `Connection` field.
+pub(crate) fn connection_listed_names(headers: &HeaderMap) -> Vec<HeaderName> {
     headers
         .get_all(header::CONNECTION)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|token| HeaderName::try_from(token.trim()).ok())
+        .flat_map(|value| http_fields::connection_tokens(value.as_bytes()))
+        .filter_map(|token| HeaderName::try_from(token).ok())
         .collect()
 }
 
