@@ -3,6 +3,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use countersign_jsonrpc::message::{Message, Payload, RequestId};
+use http::request::Parts;
 use http::{Method, Request, Response};
 use tower::Service;
 
@@ -55,14 +56,16 @@ impl Service<Request<Cleared>> for Forwarder {
     }
 
     fn call(&mut self, request: Request<Cleared>) -> Self::Future {
-        let shared = self.shared.clone();
-        ResponseFuture::working(async move { shared.forward(request).await })
+        // Taken apart here and handed to the `async fn` as its arguments: a request it took
+        // apart itself, or an async block around it, would each keep a second copy of the
+        // request in the boxed state, which is moved whole into its box on every call.
+        let (parts, cleared) = request.into_parts();
+        ResponseFuture::working(Shared::forward(self.shared.clone(), parts, cleared))
     }
 }
 
 impl Shared {
-    async fn forward(&self, request: Request<Cleared>) -> Response<ResponseBody> {
-        let (parts, cleared) = request.into_parts();
+    async fn forward(self: Arc<Self>, parts: Parts, cleared: Cleared) -> Response<ResponseBody> {
         let Some(route) = parts.extensions.get::<Route>() else {
             return ProxyError::Internal("request reached the forwarder without a route".into())
                 .into_response(None);

@@ -4,6 +4,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt;
+use http::request::Parts;
 use http::{Method, Request, Response};
 use http_body::Body;
 use http_body_util::BodyExt;
@@ -60,62 +62,77 @@ where
         // The ready service goes into the future; a fresh clone stays behind (tower's rule for
         // services called from a future).
         let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let settings = self.settings.clone();
-        ResponseFuture::working(async move {
-            let (mut parts, body) = request.into_parts();
-            let label = parts.extensions.get::<Route>().map_or("none", |r| r.label);
-            let (limits, metrics) = (&settings.limits, &settings.metrics);
-            let refuse = |error: ProxyError, id| error.answer(id, metrics, label, "POST");
-            let over_budget = |over: OverBudget| {
-                metrics.record_limit_hit("in_flight_body_bytes");
-                refuse(
-                    ProxyError::OverBodyBudget {
-                        budget: over.budget,
-                    },
-                    None,
-                )
-            };
-            // Before a byte is read: a body the gateway cannot afford now stays on the wire.
-            let mut reservation = match settings.budget.admit(declared_length(&body)) {
-                Ok(reservation) => reservation,
-                Err(over) => return over_budget(over),
-            };
-            let read = collect_limited(
-                body,
-                limits.max_body_bytes.get(),
-                limits.body_timeout,
-                (&settings.budget, &mut reservation),
-            )
-            .await;
-            let bytes = match read {
-                Ok(bytes) => bytes,
-                Err(BodyError::OverBudget(over)) => return over_budget(over),
-                Err(BodyError::Refused(error)) => return refuse(error, None),
-            };
-            // The payload keeps slices of these bytes: nothing is copied from here on.
-            let inspected = match inspect_post(&parts.headers, bytes, limits.max_json_depth.get()) {
-                Ok(inspected) => inspected,
-                Err((error, id)) => return refuse(error, id.as_ref()),
-            };
-            // The parsed value is the body in another form: its bytes stay counted for as long
-            // as the request lives, a held call's wait for a person included.
-            parts.extensions.insert(HeldBody::new(reservation));
-            let ids = parts
-                .extensions
-                .get::<WantRequestIds>()
-                .map(|_| request_ids(&inspected));
-            let request = Request::from_parts(parts, Parsed::Message(inspected));
-            let mut response = match inner.call(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-            if let Some(ids) = ids {
-                response.extensions_mut().insert(ids);
-            }
-            response
-        })
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let (parts, body) = request.into_parts();
+        // Taken apart here and handed over as arguments: an async block taking the request
+        // apart itself keeps both in its boxed state, moved whole into its box on every call.
+        ResponseFuture::working(parse_then_call(inner, self.settings.clone(), parts, body))
     }
+}
+
+/// Reads and inspects the body, then passes the parsed request to `inner`; or answers the
+/// refusal.
+async fn parse_then_call<S, B>(
+    mut inner: S,
+    settings: Arc<ParseSettings>,
+    mut parts: Parts,
+    body: B,
+) -> Response<ResponseBody>
+where
+    S: Service<Request<Parsed>, Response = Response<ResponseBody>, Error = Infallible>,
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let label = parts.extensions.get::<Route>().map_or("none", |r| r.label);
+    let (limits, metrics) = (&settings.limits, &settings.metrics);
+    let refuse = |error: ProxyError, id| error.answer(id, metrics, label, "POST");
+    let over_budget = |over: OverBudget| {
+        metrics.record_limit_hit("in_flight_body_bytes");
+        refuse(
+            ProxyError::OverBodyBudget {
+                budget: over.budget,
+            },
+            None,
+        )
+    };
+    // Before a byte is read: a body the gateway cannot afford now stays on the wire.
+    let mut reservation = match settings.budget.admit(declared_length(&body)) {
+        Ok(reservation) => reservation,
+        Err(over) => return over_budget(over),
+    };
+    let read = collect_limited(
+        body,
+        limits.max_body_bytes.get(),
+        limits.body_timeout,
+        (&settings.budget, &mut reservation),
+    )
+    .await;
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        Err(BodyError::OverBudget(over)) => return over_budget(over),
+        Err(BodyError::Refused(error)) => return refuse(error, None),
+    };
+    // The payload keeps slices of these bytes: nothing is copied from here on.
+    let inspected = match inspect_post(&parts.headers, bytes, limits.max_json_depth.get()) {
+        Ok(inspected) => inspected,
+        Err((error, id)) => return refuse(error, id.as_ref()),
+    };
+    // The parsed value is the body in another form: its bytes stay counted for as long
+    // as the request lives, a held call's wait for a person included.
+    parts.extensions.insert(HeldBody::new(reservation));
+    let ids = parts
+        .extensions
+        .get::<WantRequestIds>()
+        .map(|_| request_ids(&inspected));
+    let request = Request::from_parts(parts, Parsed::Message(inspected));
+    let mut response = match inner.call(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    };
+    if let Some(ids) = ids {
+        response.extensions_mut().insert(ids);
+    }
+    response
 }
 
 /// The ids of the requests in `inspected`, for [`WantRequestIds`].
@@ -149,14 +166,17 @@ const FIRST_CHUNK: usize = 64 * 1024;
 /// passed since the first poll. The deadline covers the whole body, not the gap between frames,
 /// so a client dripping one byte at a time cannot hold the request open. Every byte is counted
 /// in `reservation` as it arrives.
-async fn collect_limited<B>(
+///
+/// A combinator around the read rather than an `async fn`, whose state would keep the read
+/// beside the timeout it is moved into.
+fn collect_limited<'a, B>(
     body: B,
     limit: usize,
     deadline: Duration,
-    (budget, reservation): (&BodyBudget, &mut BodyReservation),
-) -> Result<Bytes, BodyError>
+    (budget, reservation): (&'a BodyBudget, &'a mut BodyReservation),
+) -> impl Future<Output = Result<Bytes, BodyError>> + 'a
 where
-    B: Body<Data = Bytes> + Unpin,
+    B: Body<Data = Bytes> + Unpin + 'a,
     B::Error: Into<BoxError>,
 {
     let read = async move {
@@ -209,7 +229,7 @@ where
             None => buffer.freeze(),
         })
     };
-    tokio::time::timeout(deadline, read)
-        .await
-        .map_err(|_| BodyError::Refused(ProxyError::BodyTimeout(deadline)))?
+    tokio::time::timeout(deadline, read).map(move |read| {
+        read.unwrap_or_else(|_| Err(BodyError::Refused(ProxyError::BodyTimeout(deadline))))
+    })
 }

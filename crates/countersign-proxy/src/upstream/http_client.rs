@@ -139,7 +139,9 @@ impl HttpClient {
                 let response = pool.send_wire(wire).await.map_err(ConnectFailure::plain)?;
                 Ok(response.map(UpstreamBody::wire))
             }
-            _ => self.send(forwarded.into_request(upstream)).await,
+            // Boxed: hyper's client future is twice the wire path's, and an unboxed branch
+            // would size the state of every forward, however it is sent.
+            _ => Box::pin(self.send(forwarded.into_request(upstream))).await,
         }
     }
 }
