@@ -272,16 +272,15 @@ impl Message {
             if unknown.is_some() {
                 continue;
             }
-            let key = walk.key(&member);
-            let slot = match &*key {
-                "jsonrpc" => &mut version,
-                "id" => &mut id,
-                "method" => &mut method,
-                "params" => &mut params,
-                "result" => &mut result,
-                "error" => &mut error,
+            let slot = match &*walk.key_bytes(&member) {
+                b"jsonrpc" => &mut version,
+                b"id" => &mut id,
+                b"method" => &mut method,
+                b"params" => &mut params,
+                b"result" => &mut result,
+                b"error" => &mut error,
                 _ => {
-                    unknown = Some(key);
+                    unknown = Some(walk.key(&member));
                     continue;
                 }
             };

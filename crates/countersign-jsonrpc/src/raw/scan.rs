@@ -126,26 +126,25 @@ pub(super) fn value_end(text: &[u8], at: usize) -> usize {
 }
 
 /// Appends `text` to `out` without whitespace outside strings.
+///
+/// Copied in the longest runs between whitespace, so compact text (what most clients send) is
+/// one copy after one walk; copying token by token cost a call per string and per scalar.
 pub(super) fn write_minified(text: &[u8], out: &mut Vec<u8>) {
+    out.reserve(text.len());
+    let mut run_start = 0;
     let mut i = 0;
     while i < text.len() {
         match text[i] {
-            b'"' => {
-                let end = string_end(text, i);
-                out.extend_from_slice(&text[i..end]);
-                i = end;
+            b'"' => i = string_end(text, i),
+            b if is_whitespace(b) => {
+                out.extend_from_slice(&text[run_start..i]);
+                i = skip_whitespace(text, i);
+                run_start = i;
             }
-            b if is_whitespace(b) => i += 1,
-            _ => {
-                // A run of structural bytes and scalars, copied at once.
-                let start = i;
-                while i < text.len() && text[i] != b'"' && !is_whitespace(text[i]) {
-                    i += 1;
-                }
-                out.extend_from_slice(&text[start..i]);
-            }
+            _ => i += 1,
         }
     }
+    out.extend_from_slice(&text[run_start..]);
 }
 
 /// `text` without whitespace outside strings, or `None` when it has none.
@@ -259,6 +258,15 @@ impl<'a> MemberWalk<'a> {
     /// The unescaped key of `member`; borrowed when it has no escapes.
     pub(crate) fn key(&self, member: &MemberAt) -> Cow<'a, str> {
         unescape_known(self.raw_key(member), member.escaped)
+    }
+
+    /// [`MemberWalk::key`] as bytes: a key without escapes is its own text, borrowed without
+    /// the UTF-8 check a `str` needs (the strict parse made it), for callers that only compare.
+    pub(crate) fn key_bytes(&self, member: &MemberAt) -> Cow<'a, [u8]> {
+        match self.plain_key(member) {
+            Some(plain) => Cow::Borrowed(plain),
+            None => Cow::Owned(self.key(member).into_owned().into_bytes()),
+        }
     }
 
     /// The keys, unescaped, in order.
