@@ -18,6 +18,7 @@ pub mod classify;
 pub mod client_limit;
 pub mod clock;
 pub mod config;
+pub mod context;
 pub mod discovery;
 pub mod display;
 pub mod downstream;

@@ -25,6 +25,7 @@ use tracing::{info, warn};
 use crate::body::ResponseBody;
 use crate::client_limit::PeerAddr;
 use crate::config::{ConnectionLimits, Limits};
+use crate::context::RequestContextExt;
 use crate::downstream::{ConnectionSettings, HeadLimits, RequestBody, serve_connection};
 use crate::metrics::{ConnectionGuard, ProxyMetrics};
 use crate::workers::Workers;
@@ -94,7 +95,7 @@ where
                 let _ = stream.set_nodelay(true);
                 // Every request learns which peer it came from: the per-client limit keys on it.
                 let service = service.clone().map_request(move |mut request: Request<RequestBody>| {
-                    request.extensions_mut().insert(PeerAddr(peer));
+                    request.extensions_mut().context_mut().peer = Some(PeerAddr(peer));
                     request
                 });
                 let stopping = stopping.clone();

@@ -30,6 +30,7 @@ use crate::catalog::CatalogSync;
 use crate::classify::ClassifyLayer;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{TlsSettings, Transport, Upstream, UpstreamAuth};
+use crate::context::RequestContextExt;
 use crate::identity::Caller;
 use crate::limits::RateLimits;
 use crate::metrics::ProxyMetrics;
@@ -127,10 +128,9 @@ pub(crate) fn parsed_post_text(
     let inspected = inspect_post(request.headers(), bytes, 64)
         .unwrap_or_else(|(error, _)| panic!("the test body is refused by the parse: {error}"));
     let mut request = request.map(|()| Parsed::Message(inspected));
-    request.extensions_mut().insert(route.clone());
-    request
-        .extensions_mut()
-        .insert(Caller(caller.map(principal)));
+    let context = request.extensions_mut().context_mut();
+    context.route = Some(route.clone());
+    context.caller = Some(Caller(caller.map(principal)));
     request
 }
 

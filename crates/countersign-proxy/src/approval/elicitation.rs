@@ -36,6 +36,7 @@ use super::results::{self, Refusal};
 use super::{Approvals, KEEP_ALIVE, channel_name};
 use crate::audit::CallAudit;
 use crate::body::{BoxError, ResponseBody};
+use crate::context::RequestContextExt;
 use crate::error::ProxyError;
 use crate::wire::REQUEST_ID_PREFIX;
 
@@ -278,7 +279,7 @@ pub(super) async fn forward<S>(
 {
     let call_id = call.id.clone();
     let mut request = http::Request::from_parts(gated.parts, Cleared::call(call, gated.mirrored));
-    request.extensions_mut().insert(audit);
+    request.extensions_mut().context_mut().audits.push(audit);
     let Ok(response) = inner.oneshot(request).await;
     let is_stream = crate::upstream::is_event_stream(response.headers());
     let status = response.status();

@@ -18,10 +18,10 @@ use super::{
 };
 use crate::audit::CallAudit;
 use crate::body::ResponseBody;
-use crate::classify::{Classification, Judged};
+use crate::classify::Judged;
+use crate::context::RequestContextExt;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
-use crate::identity::Caller;
 use crate::parse::{InspectedPost, Parsed};
 use crate::route::Route;
 use crate::wire::MCP_PROTOCOL_VERSION;
@@ -53,7 +53,7 @@ where
 
     fn call(&mut self, request: Request<Parsed>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
-        let Some(route) = parts.extensions.get::<Route>().cloned() else {
+        let Some(route) = parts.extensions.route().cloned() else {
             let error = ProxyError::Internal("request reached approval without a route".into());
             return ResponseFuture::answered(error.into_response(None));
         };
@@ -61,11 +61,9 @@ where
             Parsed::NoBody => return self.no_body(parts),
             Parsed::Message(post) => post,
         };
-        let classification = parts
-            .extensions
-            .remove::<Classification>()
-            .unwrap_or_default();
-        let principal = parts.extensions.get::<Caller>().and_then(|c| c.0.clone());
+        let context = parts.extensions.context_mut();
+        let classification = context.classification.take().unwrap_or_default();
+        let principal = context.caller.as_ref().and_then(|c| c.0.clone());
         let asked = Asked::of(&post);
         let stateless = asked.stateless;
         let InspectedPost {
@@ -84,9 +82,7 @@ where
                             self.allowed(&parts, &route, principal.as_ref(), stateless, judged)
                         })
                         .collect();
-                    if !audits.is_empty() {
-                        parts.extensions.insert(audits);
-                    }
+                    parts.extensions.context_mut().audits = audits;
                     self.pass(parts, Payload::Batch(messages), mirrored)
                 }
                 Err(error) => ResponseFuture::answered(
@@ -133,7 +129,7 @@ where
                             if let Some(audit) =
                                 self.allowed(&parts, &route, principal.as_ref(), stateless, &judged)
                             {
-                                parts.extensions.insert(audit);
+                                parts.extensions.context_mut().audits.push(audit);
                             }
                             judged
                                 .call
@@ -312,7 +308,7 @@ where
                 let audit = gated.call_audit(None, None, None);
                 let mut request =
                     Request::from_parts(gated.parts, Cleared::call(call, gated.mirrored));
-                request.extensions_mut().insert(audit);
+                request.extensions_mut().context_mut().audits.push(audit);
                 ResponseFuture::inner(self.inner.call(request))
             }
             Action::Deny => {
@@ -370,7 +366,7 @@ where
         Verdict::Answer(answer) => answer.into_response(&asked, &metrics, label),
         Verdict::Forward { call, audit, wrap } => {
             let mut request = Request::from_parts(gated.parts, Cleared::call(call, gated.mirrored));
-            request.extensions_mut().insert(audit);
+            request.extensions_mut().context_mut().audits.push(audit);
             if let Some(wrap) = wrap {
                 request.extensions_mut().insert(wrap);
             }

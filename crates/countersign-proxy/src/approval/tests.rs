@@ -18,6 +18,7 @@ use crate::body::ResponseBody;
 use crate::classify::Classify;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::{LimitRates, Rate, RateLimitConfig};
+use crate::context::RequestContextExt;
 use crate::limits::RateLimits;
 use crate::metrics::ProxyMetrics;
 use crate::testing::{
@@ -144,7 +145,8 @@ fn forwarded(received: &[Request<Cleared>]) -> (Value, CallAudit) {
     let payload = request.body().payload().expect("a forwarded body");
     let audit = request
         .extensions()
-        .get::<CallAudit>()
+        .context()
+        .and_then(|context| context.audits.first())
         .expect("a forwarded call carries its CallAudit")
         .clone();
     (payload_json(payload), audit)
@@ -397,7 +399,10 @@ async fn an_allowed_tools_call_without_an_id_is_forwarded_like_any_allowed_call(
         "forwarded with the gateway's token, which an allowed request is stripped of: {body}"
     );
     assert!(
-        request.extensions().get::<CallAudit>().is_some(),
+        request
+            .extensions()
+            .context()
+            .is_some_and(|context| context.audits.len() == 1),
         "a call that runs upstream gets its audit outcome line, as an allowed request does"
     );
 }

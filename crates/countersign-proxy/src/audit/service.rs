@@ -4,11 +4,11 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower::Service;
 
+use super::AuditSink;
 use super::future::ResponseFuture;
-use super::{AuditSink, CallAudit};
 use crate::body::ResponseBody;
 use crate::clock::Clock;
-use crate::route::Route;
+use crate::context::RequestContextExt;
 
 /// Writes the outcome line of every audited call once the inner service answers.
 #[derive(Debug, Clone)]
@@ -31,13 +31,10 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let extensions = request.extensions_mut();
+        let context = request.extensions_mut().context_mut();
         // One call, or the allowed calls of a batch. Taken, not copied: nothing below reads them.
-        let calls = match extensions.remove::<CallAudit>() {
-            Some(audit) => vec![audit],
-            None => extensions.remove::<Vec<CallAudit>>().unwrap_or_default(),
-        };
-        let pending = match extensions.get::<Route>() {
+        let calls = std::mem::take(&mut context.audits);
+        let pending = match &context.route {
             Some(route) if !calls.is_empty() => Some(super::future::Pending {
                 calls,
                 upstream: route.0.clone(),

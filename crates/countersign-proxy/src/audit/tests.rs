@@ -8,6 +8,7 @@ use tower::{Layer, ServiceExt};
 use super::{AuditLayer, CallAudit, ForwardOutcome};
 use crate::body::ResponseBody;
 use crate::clock::{Clock, ManualClock};
+use crate::context::RequestContextExt;
 use crate::testing::{AuditLines, json_response, mock_inner, recording_audit, unused_route};
 
 fn call_audit(clock: &dyn Clock) -> CallAudit {
@@ -50,10 +51,9 @@ async fn audited(
 
 fn request_with(audit: Option<CallAudit>) -> Request<()> {
     let mut request = Request::new(());
-    request.extensions_mut().insert(unused_route());
-    if let Some(audit) = audit {
-        request.extensions_mut().insert(audit);
-    }
+    let context = request.extensions_mut().context_mut();
+    context.route = Some(unused_route());
+    context.audits.extend(audit);
     request
 }
 
@@ -129,12 +129,11 @@ async fn a_request_without_a_call_audit_writes_nothing() {
 async fn each_allowed_call_of_a_batch_gets_its_own_outcome_line() {
     let clock = Arc::new(ManualClock::at_unix_secs(1_800_000_000));
     let mut request = Request::new(());
-    request.extensions_mut().insert(unused_route());
     let mut second = call_audit(clock.as_ref());
     second.target = "list_products".into();
-    request
-        .extensions_mut()
-        .insert(vec![call_audit(clock.as_ref()), second]);
+    let context = request.extensions_mut().context_mut();
+    context.route = Some(unused_route());
+    context.audits = vec![call_audit(clock.as_ref()), second];
 
     let (_, lines) = audited(request, clock, Duration::ZERO, outcome("forwarded")).await;
 

@@ -13,6 +13,7 @@ use super::call::{CallParts, gated_method};
 use super::{Classification, Judged};
 use crate::body::ResponseBody;
 use crate::catalog::{CatalogSync, stateless_meta};
+use crate::context::RequestContextExt;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::identity::Caller;
@@ -59,7 +60,7 @@ where
         let Parsed::Message(post) = request.body() else {
             return ResponseFuture::inner(self.inner.call(request));
         };
-        let Some(route) = request.extensions().get::<Route>().cloned() else {
+        let Some(route) = request.extensions().route().cloned() else {
             let error =
                 ProxyError::Internal("request reached classification without a route".into());
             return ResponseFuture::answered(error.into_response(None));
@@ -79,14 +80,14 @@ where
             Ok(pending) => pending,
             Err(error) => return refuse(error),
         };
-        let principal = match request.extensions().get::<Caller>() {
+        let principal = match request.extensions().caller() {
             Some(Caller(Some(principal))) => principal.clone(),
             _ => return refuse(ProxyError::Unauthenticated),
         };
         let policy = self.policy.current();
         if pending.iter().all(|p| p.pinned.is_some()) {
             let classification = decide(&policy, &route, &principal, pending);
-            request.extensions_mut().insert(classification);
+            request.extensions_mut().context_mut().classification = Some(classification);
             return ResponseFuture::inner(self.inner.call(request));
         }
         let clone = self.inner.clone();
@@ -107,7 +108,7 @@ where
                 }
             }
             let classification = decide(&policy, &route, &principal, pending);
-            request.extensions_mut().insert(classification);
+            request.extensions_mut().context_mut().classification = Some(classification);
             match inner.call(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},

@@ -10,6 +10,7 @@ use tower::{Layer, Service, ServiceExt, service_fn};
 
 use super::Classification;
 use crate::body::ResponseBody;
+use crate::context::RequestContextExt;
 use crate::error::code;
 use crate::parse::Parsed;
 use crate::route::Route;
@@ -35,7 +36,10 @@ fn classify(
         service_fn(move |request: Request<Parsed>| {
             let seen = seen.clone();
             async move {
-                let classification = request.extensions().get::<Classification>().cloned();
+                let classification = request
+                    .extensions()
+                    .context()
+                    .and_then(|c| c.classification.clone());
                 seen.lock().expect("lock").push(classification);
                 Ok::<_, Infallible>(json_response(&json!({"inner": true})))
             }

@@ -5,14 +5,13 @@ use http::{Method, Request, Response};
 use tower::Service;
 use tracing::debug;
 
-use super::PeerAddr;
 use super::future::ResponseFuture;
 use super::slots::{ClientSlot, ClientSlots, client_key};
 use crate::body::ResponseBody;
 use crate::config::ClientAddress;
+use crate::context::RequestContextExt;
 use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
-use crate::route::Route;
 
 /// Refuses a client's request past its concurrency limit; see the [module docs](super).
 #[derive(Debug, Clone)]
@@ -54,7 +53,7 @@ impl ClientLimitSettings {
         &self,
         request: &Request<B>,
     ) -> Result<ClientSlot, Box<Response<ResponseBody>>> {
-        let peer = request.extensions().get::<PeerAddr>().map(|p| p.0.ip());
+        let peer = request.extensions().peer().map(|p| p.0.ip());
         let key = client_key(&self.address, request.headers(), peer);
         if let Some(slot) = self.slots.take(key) {
             return Ok(slot);
@@ -62,10 +61,7 @@ impl ClientLimitSettings {
         let limit = self.slots.limit();
         debug!(client = ?key, limit, "client over its concurrent request limit");
         self.metrics.record_limit_hit("requests_per_client");
-        let upstream = request
-            .extensions()
-            .get::<Route>()
-            .map_or("none", |r| r.label);
+        let upstream = request.extensions().route().map_or("none", |r| r.label);
         let method = match *request.method() {
             Method::GET => "GET",
             Method::DELETE => "DELETE",

@@ -10,6 +10,7 @@ use tower::{Layer, Service, ServiceExt};
 use super::slots::client_key;
 use super::{ClientLimitLayer, PeerAddr};
 use crate::config::{ClientAddress, ConnectionLimits};
+use crate::context::RequestContextExt;
 use crate::error::code;
 use crate::metrics::ProxyMetrics;
 use crate::testing::{MockHandle, PATH, body_json, json_response, mock_inner, received_nothing};
@@ -28,7 +29,7 @@ fn from(peer: &str) -> Request<Full<Bytes>> {
         .body(Full::new(Bytes::from_static(b"{}")))
         .expect("a valid request");
     let peer: SocketAddr = peer.parse().expect("a socket address");
-    request.extensions_mut().insert(PeerAddr(peer));
+    request.extensions_mut().context_mut().peer = Some(PeerAddr(peer));
     request
 }
 

@@ -10,11 +10,11 @@ use tower::Service;
 use crate::approval::Cleared;
 use crate::audit::ForwardOutcome;
 use crate::body::ResponseBody;
+use crate::context::RequestContextExt;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::metrics::{ProxyMetrics, method_label};
 use crate::relay::{PendingAnswers, StreamSettings, WatchResponses, relay};
-use crate::route::Route;
 use crate::upstream::Forwarded;
 
 /// Forwards cleared requests to their route's upstream.
@@ -66,7 +66,7 @@ impl Service<Request<Cleared>> for Forwarder {
 
 impl Shared {
     async fn forward(self: Arc<Self>, parts: Parts, cleared: Cleared) -> Response<ResponseBody> {
-        let Some(route) = parts.extensions.get::<Route>() else {
+        let Some(route) = parts.extensions.route() else {
             return ProxyError::Internal("request reached the forwarder without a route".into())
                 .into_response(None);
         };

@@ -12,6 +12,7 @@ use super::Forwarder;
 use crate::approval::Cleared;
 use crate::audit::ForwardOutcome;
 use crate::clock::SystemClock;
+use crate::context::RequestContextExt;
 use crate::error::code;
 use crate::metrics::ProxyMetrics;
 use crate::relay::{QuietLimits, StreamSettings};
@@ -53,7 +54,7 @@ fn request(route: Route, cleared: Cleared) -> Request<Cleared> {
         .header("mcp-session-id", "session-1")
         .body(cleared)
         .expect("a valid request");
-    request.extensions_mut().insert(route);
+    request.extensions_mut().context_mut().route = Some(route);
     request
 }
 

@@ -7,6 +7,7 @@ use tracing::debug;
 
 use crate::body::ResponseBody;
 use crate::config::{HostPattern, HostPolicy, OriginPolicy};
+use crate::context::RequestContextExt;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::metrics::ProxyMetrics;
@@ -54,7 +55,7 @@ where
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         match self.rules.check(&request) {
             Ok((route, legacy)) => {
-                request.extensions_mut().insert(route);
+                request.extensions_mut().context_mut().route = Some(route);
                 if let Some(endpoint) = legacy {
                     request.extensions_mut().insert(endpoint);
                 }

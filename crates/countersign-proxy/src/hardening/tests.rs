@@ -8,6 +8,7 @@ use tower::{ServiceExt, service_fn};
 use super::{Hardening, HardeningRules};
 use crate::body::ResponseBody;
 use crate::config::{HostPattern, HostPolicy, default_origin_policy};
+use crate::context::RequestContextExt;
 use crate::metrics::ProxyMetrics;
 use crate::route::{LegacyEndpoint, Route};
 use crate::testing::{PATH, UPSTREAM, body_json, json_response, unused_route};
@@ -30,7 +31,7 @@ async fn harden(request: Request<()>) -> (Response<ResponseBody>, Vec<Option<Rou
         service_fn(move |request: Request<()>| {
             let seen = seen.clone();
             async move {
-                let route = request.extensions().get::<Route>().cloned();
+                let route = request.extensions().route().cloned();
                 seen.lock().expect("lock").push(route);
                 Ok::<_, Infallible>(json_response(&json!({"inner": true})))
             }
@@ -128,7 +129,7 @@ async fn route_of(
         service_fn(move |request: Request<()>| {
             let seen = seen.clone();
             async move {
-                let route = request.extensions().get::<Route>().map(|r| r.path.clone());
+                let route = request.extensions().route().map(|r| r.path.clone());
                 let legacy = request.extensions().get::<LegacyEndpoint>().copied();
                 *seen.lock().expect("lock") = route.map(|r| (r, legacy));
                 Ok::<_, Infallible>(json_response(&json!({})))

@@ -9,6 +9,7 @@ use tracing::info;
 use super::challenge::unauthorized;
 use super::{Caller, Claim, Identified, Identity, Refusal};
 use crate::body::ResponseBody;
+use crate::context::RequestContextExt;
 use crate::future::ResponseFuture;
 
 /// Attaches the [`Caller`] to every request or answers 401; see the [module docs](super).
@@ -77,9 +78,8 @@ fn admit<B>(
                 request.headers_mut().remove(header::AUTHORIZATION);
             }
             // Whatever a client put in extension-shaped headers, the caller is decided here.
-            request
-                .extensions_mut()
-                .insert(Caller(Some(identified.principal)));
+            request.extensions_mut().context_mut().caller =
+                Some(Caller(Some(identified.principal)));
             Ok(request)
         }
         Err(refusal) => {

@@ -9,6 +9,7 @@ use tower::{Layer, ServiceExt, service_fn};
 use super::jwt::JwksVerifier;
 use super::*;
 use crate::body::{ResponseBody, empty};
+use crate::context::RequestContextExt;
 
 /// The principal the layer attached, or the refusal it answered with.
 async fn outcome(
@@ -17,7 +18,7 @@ async fn outcome(
 ) -> Result<(Principal, bool), Response<ResponseBody>> {
     let service =
         IdentityLayer::new(identity).layer(service_fn(|request: Request<()>| async move {
-            let caller = request.extensions().get::<Caller>().cloned();
+            let caller = request.extensions().caller().cloned();
             let principal = caller.and_then(|c| c.0).expect("a Caller with a principal");
             let mut response = Response::new(empty());
             // Tells the test what came through: the principal and whether Authorization did.

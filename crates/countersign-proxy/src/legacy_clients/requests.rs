@@ -6,7 +6,7 @@ use http::{Method, Request, Uri};
 
 use super::body::AdaptedBody;
 use super::sessions::Session;
-use crate::client_limit::PeerAddr;
+use crate::context::RequestContextExt;
 use crate::parse::WantRequestIds;
 use crate::route::{LegacyEndpoint, Route};
 use crate::wire::MCP_PROTOCOL_VERSION;
@@ -86,11 +86,9 @@ pub(super) fn session_request<B>(session: &Session, method: Method) -> Request<A
     let headers = request.headers_mut();
     *headers = session.headers.clone();
     set_session_headers(headers, session, "text/event-stream");
-    let extensions = request.extensions_mut();
-    extensions.insert(session.route.clone());
-    if let Some(peer) = session.peer {
-        extensions.insert::<PeerAddr>(peer);
-    }
+    let context = request.extensions_mut().context_mut();
+    context.route = Some(session.route.clone());
+    context.peer = session.peer;
     request
 }
 

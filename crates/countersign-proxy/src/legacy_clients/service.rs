@@ -20,7 +20,7 @@ use super::requests::{message_post, session_headers};
 use super::sessions::{Activity, LegacySessions, Session, SessionGuard};
 use super::stream::{LegacyStream, endpoint_event};
 use crate::body::{BoxError, ResponseBody, empty};
-use crate::client_limit::PeerAddr;
+use crate::context::RequestContextExt;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::identity::Caller;
@@ -109,7 +109,7 @@ impl Shared {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let (outbox, queue) = mpsc::channel(QUEUE_MESSAGES);
         let activity = Arc::new(Activity::new(settings.clock.clone()));
-        let peer = request.extensions().get::<PeerAddr>().copied();
+        let peer = request.extensions().peer();
         let session = Arc::new(Session::new(
             id.clone(),
             route,
@@ -163,10 +163,7 @@ impl Shared {
         B: Send + 'static,
     {
         let metrics = &self.settings.metrics;
-        let label = request
-            .extensions()
-            .get::<Route>()
-            .map_or("none", |r| r.label);
+        let label = request.extensions().route().map_or("none", |r| r.label);
         let session = session_id(request.uri()).and_then(|id| self.sessions.get(id));
         let principal = caller_id(&request);
         // Another principal's session is answered as if it did not exist: an id is no key.
@@ -226,7 +223,7 @@ impl Shared {
 
 /// The route of a legacy request (hardening attached it) and its messages path.
 fn legacy_route<B>(request: &Request<B>) -> Option<(Route, String)> {
-    let route = request.extensions().get::<Route>()?.clone();
+    let route = request.extensions().route()?.clone();
     let messages = route.legacy.as_ref()?.messages.clone();
     Some((route, messages))
 }
@@ -247,7 +244,7 @@ fn accepted() -> Response<ResponseBody> {
 
 /// The id of the request's principal, as the identity layer (above this one) found it.
 fn caller_id<B>(request: &Request<B>) -> Option<String> {
-    match request.extensions().get::<Caller>() {
+    match request.extensions().caller() {
         Some(Caller(Some(principal))) => Some(principal.id.clone()),
         _ => None,
     }

@@ -15,6 +15,7 @@ use crate::body::{BoxError, ResponseBody};
 use crate::client_limit::{ClientLimitLayer, PeerAddr};
 use crate::clock::SystemClock;
 use crate::config::{ConnectionLimits, LegacyPaths};
+use crate::context::RequestContextExt;
 use crate::metrics::ProxyMetrics;
 use crate::relay::QuietLimits;
 use crate::route::{LegacyEndpoint, Route, RouteTarget};
@@ -109,9 +110,10 @@ impl Gateway {
             .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))
             .expect("a valid request");
         let extensions = request.extensions_mut();
-        extensions.insert(self.route.clone());
         extensions.insert(endpoint);
-        extensions.insert(PeerAddr("127.0.0.1:5000".parse().expect("an address")));
+        let context = extensions.context_mut();
+        context.route = Some(self.route.clone());
+        context.peer = Some(PeerAddr("127.0.0.1:5000".parse().expect("an address")));
         request
     }
 

@@ -7,12 +7,12 @@ use tower::Service;
 
 use super::{Admission, Limit, LimitHit, RateLimits};
 use crate::body::ResponseBody;
+use crate::context::RequestContextExt;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::identity::Caller;
 use crate::metrics::ProxyMetrics;
 use crate::parse::{InspectedPost, Parsed};
-use crate::route::Route;
 
 /// Refuses the tool calls of a principal over its `calls` limit before anything else is done
 /// for them; see the [module docs](super).
@@ -49,8 +49,8 @@ where
         let calls = tool_calls(post);
         // Without a principal or a route the layers below refuse the request themselves.
         let (Some(Caller(Some(principal))), Some(route), true) = (
-            request.extensions().get::<Caller>(),
-            request.extensions().get::<Route>(),
+            request.extensions().caller(),
+            request.extensions().route(),
             calls > 0,
         ) else {
             return ResponseFuture::inner(self.inner.call(request));

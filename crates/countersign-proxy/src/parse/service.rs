@@ -16,10 +16,10 @@ use super::inspect::inspect_post;
 use super::{Parsed, RequestIds, WantRequestIds};
 use crate::body::{BoxError, ResponseBody};
 use crate::config::Limits;
+use crate::context::RequestContextExt;
 use crate::error::ProxyError;
 use crate::future::ResponseFuture;
 use crate::metrics::ProxyMetrics;
-use crate::route::Route;
 
 /// Reads and parses POST bodies; see the [module docs](super).
 #[derive(Debug, Clone)]
@@ -83,7 +83,7 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
-    let label = parts.extensions.get::<Route>().map_or("none", |r| r.label);
+    let label = parts.extensions.route().map_or("none", |r| r.label);
     let (limits, metrics) = (&settings.limits, &settings.metrics);
     let refuse = |error: ProxyError, id| error.answer(id, metrics, label, "POST");
     let over_budget = |over: OverBudget| {
@@ -119,7 +119,7 @@ where
     };
     // The parsed value is the body in another form: its bytes stay counted for as long
     // as the request lives, a held call's wait for a person included.
-    parts.extensions.insert(HeldBody::new(reservation));
+    parts.extensions.context_mut().held_body = Some(HeldBody::new(reservation));
     let ids = parts
         .extensions
         .get::<WantRequestIds>()

@@ -16,6 +16,7 @@ use tower::{Layer, Service, ServiceExt};
 
 use super::{ParseLayer, Parsed};
 use crate::config::Limits;
+use crate::context::RequestContextExt;
 use crate::error::code;
 use crate::metrics::ProxyMetrics;
 use crate::testing::{
@@ -466,7 +467,11 @@ async fn a_parsed_request_keeps_its_body_counted_until_it_is_dropped() {
         .next_request()
         .await
         .expect("the first request is parsed");
-    assert!(held.extensions().get::<super::HeldBody>().is_some());
+    assert!(
+        held.extensions()
+            .context()
+            .is_some_and(|c| c.held_body.is_some())
+    );
 
     let ready = ServiceExt::<Request<Full<Bytes>>>::ready(&mut service).await;
     let refused = ready

@@ -11,6 +11,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::propagation;
 use crate::client_limit::PeerAddr;
+use crate::context::RequestContextExt;
 use crate::parse::Parsed;
 
 /// Runs each request in its span; see the [module docs](super).
@@ -126,7 +127,7 @@ fn request_span(request: &Request<Parsed>) -> tracing::Span {
     {
         span.record("mcp.protocol.version", version.as_str());
     }
-    if let Some(PeerAddr(peer)) = request.extensions().get::<PeerAddr>() {
+    if let Some(PeerAddr(peer)) = request.extensions().peer() {
         span.record("client.address", peer.ip().to_string());
     }
     let meta = params.and_then(|p| p.get("_meta"));
