@@ -1,6 +1,6 @@
 //! The route a request was matched to: its upstream, the pooled client that reaches it and its
 //! metric label. Hardening attaches it to every request it lets through, so every layer below
-//! reads the same route from the request's extensions; a request to one of the route's legacy
+//! reads the same route from the request's context; a request to one of the route's legacy
 //! HTTP+SSE endpoints also carries its [`LegacyEndpoint`].
 
 use std::sync::Arc;
@@ -22,7 +22,7 @@ pub struct RouteTarget {
     pub legacy: Option<LegacyPaths>,
 }
 
-/// The matched route, in request extensions.
+/// The matched route, in the request context.
 #[derive(Debug, Clone)]
 pub struct Route(pub Arc<RouteTarget>);
 
@@ -34,8 +34,8 @@ impl std::ops::Deref for Route {
     }
 }
 
-/// Which legacy (2024-11-05 HTTP+SSE) endpoint of its route a request was sent to, in its
-/// extensions beside the [`Route`]. Absent on requests to the route's Streamable HTTP endpoint.
+/// Which legacy (2024-11-05 HTTP+SSE) endpoint of its route a request was sent to, in its own
+/// extension beside the request context's [`Route`]. Absent on requests to the route's Streamable HTTP endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LegacyEndpoint {
     /// `GET` on the SSE path: opens a legacy session.

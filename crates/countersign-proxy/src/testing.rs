@@ -100,7 +100,7 @@ pub(crate) fn principal(id: &str) -> Principal {
 }
 
 /// A POST as the parse layer hands it on: `body` through the one strict parse, with `route`
-/// and the caller (`None`: the identity header was missing) in its extensions. Panics if the
+/// and the caller (`None`: the identity header was missing) in its context. Panics if the
 /// parse refuses the body.
 pub(crate) fn parsed_post(
     route: &Route,

@@ -18,7 +18,7 @@ pub use sink::{AuditRecord, AuditSink, PageDecisionRecord, Timestamp, timestamp}
 
 use tokio::time::Instant;
 
-/// What the outcome line of a forwarded call says, in request extensions.
+/// What the outcome line of a forwarded call says, in the request context.
 #[derive(Debug, Clone)]
 pub struct CallAudit {
     pub principal: String,

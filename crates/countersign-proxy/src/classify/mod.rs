@@ -1,7 +1,7 @@
 //! Classification: every gated call in a parsed payload (`tools/call`, and `prompts/get` /
 //! `resources/read` for rules to match) — requests and notification-shaped calls alike, alone
 //! or in a batch — is judged against the active policy and the pinned catalog, and the
-//! [`Classification`] goes into the request's extensions for the approval layer.
+//! [`Classification`] goes into the request's context for the approval layer.
 //!
 //! A tool the catalog cannot answer for is listed first ([`CatalogSync`]); that is the only
 //! time this layer awaits anything. Calls with invalid params, and gated calls without a
@@ -19,7 +19,7 @@ pub use service::Classify;
 
 use countersign_policy::{Decision, PinnedTool};
 
-/// What classification decided for one payload, in request extensions. Empty when nothing in
+/// What classification decided for one payload, in the request context. Empty when nothing in
 /// the payload is gated.
 #[derive(Debug, Clone, Default)]
 pub struct Classification {

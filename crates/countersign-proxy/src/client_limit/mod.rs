@@ -28,7 +28,7 @@ pub use slots::ClientSlot;
 
 use std::net::SocketAddr;
 
-/// The TCP peer of the connection a request came on, in its extensions.
+/// The TCP peer of the connection a request came on, in its request context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
 

@@ -13,7 +13,7 @@
 //!     .service(inner);
 //! ```
 //!
-//! A request that passes carries its [`Route`](crate::route::Route) in its extensions.
+//! A request that passes carries its [`Route`](crate::route::Route) in its request context.
 
 mod fields;
 mod layer;

@@ -1,4 +1,4 @@
-//! Who is calling: every request's principal, into its extensions as [`Caller`], or a 401.
+//! Who is calling: every request's principal, into its request context as [`Caller`], or a 401.
 //!
 //! The methods of [`Identity`] are tried in order and the first one whose kind of credential
 //! the request carries decides: a bearer JWT verified against the issuer's JWKS ([`jwt`],
@@ -28,7 +28,7 @@ use std::sync::Arc;
 use countersign_policy::Principal;
 use http::{HeaderMap, HeaderName, header};
 
-/// The caller of a request, in its extensions. Always `Some` once the identity layer has let a
+/// The caller of a request, in its [`RequestContext`](crate::context::RequestContext). Always `Some` once the identity layer has let a
 /// request through; `None` only in tests that build requests by hand.
 #[derive(Debug, Clone)]
 pub struct Caller(pub Option<Principal>);

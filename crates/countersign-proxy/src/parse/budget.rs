@@ -5,7 +5,7 @@
 //! A body's bytes are counted as they are read, so a client that declares a large body and
 //! sends nothing holds nothing. A body whose declared `Content-Length` does not fit in what is
 //! left is refused before a byte of it is read, so the refusal comes while the client can still
-//! read it. What was counted then travels with the parsed request in its extensions: the parsed
+//! read it. What was counted then travels with the parsed request in its context: the parsed
 //! value is the body's bytes in another form, and it lives as long as the request does —
 //! through classification, while a held call waits for a person, until the forwarder has sent
 //! it. Refusing is immediate, never a wait: a queue of bodies waiting for memory is itself
