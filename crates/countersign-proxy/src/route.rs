@@ -34,8 +34,9 @@ impl std::ops::Deref for Route {
     }
 }
 
-/// Which legacy (2024-11-05 HTTP+SSE) endpoint of its route a request was sent to, in its own
-/// extension beside the request context's [`Route`]. Absent on requests to the route's Streamable HTTP endpoint.
+/// Which legacy (2024-11-05 HTTP+SSE) endpoint of its route a request was sent to, in an
+/// extension of its own beside the request context's [`Route`]. Absent on requests to the
+/// route's Streamable HTTP endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LegacyEndpoint {
     /// `GET` on the SSE path: opens a legacy session.
