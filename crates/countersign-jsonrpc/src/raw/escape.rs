@@ -89,7 +89,9 @@ mod tests {
     proptest! {
         #[test]
         fn any_text_is_written_as_serde_writes_it(
-            text in prop_oneof![any::<String>(), "[a-z\"\\\\\u{0}-\u{1f}\u{7f}é😀]{0,40}"]
+            // Space, `#` and `]` sit just above a byte that must be escaped (a control, `"`, a
+            // backslash): where a word-at-a-time search could flag them falsely.
+            text in prop_oneof![any::<String>(), "[a-z \\#\\]\"\\\\\u{0}-\u{1f}\u{7f}é😀]{0,40}"]
         ) {
             let line = written(&text);
             prop_assert_eq!(&line, &serde_json::to_string(&text).expect("serde"));
