@@ -53,17 +53,19 @@ where
 
     fn call(&mut self, request: Request<Parsed>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
-        let Some(route) = parts.extensions.route().cloned() else {
+        // One lookup for all it reads of the context.
+        let context = parts.extensions.context_mut();
+        let Some(route) = context.route.clone() else {
             let error = ProxyError::Internal("request reached approval without a route".into());
             return ResponseFuture::answered(error.into_response(None));
         };
+        let classification = context.classification.take().unwrap_or_default();
+        let caller = context.caller.as_ref().map(|caller| caller.0.as_ref());
         let post = match body {
             Parsed::NoBody => return self.no_body(parts),
             Parsed::Message(post) => post,
         };
-        let context = parts.extensions.context_mut();
-        let classification = context.classification.take().unwrap_or_default();
-        let principal = context.caller.as_ref().and_then(|c| c.0.clone());
+        let principal = caller.flatten().cloned();
         let asked = Asked::of(&post);
         let stateless = asked.stateless;
         let InspectedPost {

@@ -60,7 +60,10 @@ where
         let Parsed::Message(post) = request.body() else {
             return ResponseFuture::inner(self.inner.call(request));
         };
-        let Some(route) = request.extensions().route().cloned() else {
+        // One lookup for both: the route now, the caller once the calls are known.
+        let context = request.extensions().context();
+        let caller = context.and_then(|context| context.caller.as_ref());
+        let Some(route) = context.and_then(|context| context.route.clone()) else {
             let error =
                 ProxyError::Internal("request reached classification without a route".into());
             return ResponseFuture::answered(error.into_response(None));
@@ -80,7 +83,7 @@ where
             Ok(pending) => pending,
             Err(error) => return refuse(error),
         };
-        let principal = match request.extensions().caller() {
+        let principal = match caller {
             Some(Caller(Some(principal))) => principal.clone(),
             _ => return refuse(ProxyError::Unauthenticated),
         };

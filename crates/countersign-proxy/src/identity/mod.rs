@@ -28,8 +28,9 @@ use std::sync::Arc;
 use countersign_policy::Principal;
 use http::{HeaderMap, HeaderName, header};
 
-/// The caller of a request, in its [`RequestContext`](crate::context::RequestContext). Always `Some` once the identity layer has let a
-/// request through; `None` only in tests that build requests by hand.
+/// The caller of a request, in its [`RequestContext`](crate::context::RequestContext). Always
+/// `Some` once the identity layer has let a request through; `None` only in tests that build
+/// requests by hand.
 #[derive(Debug, Clone)]
 pub struct Caller(pub Option<Principal>);
 

@@ -48,9 +48,10 @@ where
         };
         let calls = tool_calls(post);
         // Without a principal or a route the layers below refuse the request themselves.
+        let context = request.extensions().context();
         let (Some(Caller(Some(principal))), Some(route), true) = (
-            request.extensions().caller(),
-            request.extensions().route(),
+            context.and_then(|context| context.caller.as_ref()),
+            context.and_then(|context| context.route.as_ref()),
             calls > 0,
         ) else {
             return ResponseFuture::inner(self.inner.call(request));
