@@ -10,6 +10,7 @@
 pub mod memory;
 pub mod oidc;
 pub mod session;
+pub mod slow_link;
 pub mod tls;
 pub mod webdriver;
 

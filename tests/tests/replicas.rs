@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use countersign_e2e::slow_link::SlowLink;
 use countersign_e2e::{Process, RedisServer, start_gateway};
 use countersign_testkit::mcp::{
     answer_question, confirmation, held_token, hold_on_stream, open_session, tool_call,
@@ -211,7 +212,11 @@ async fn without_redis_confirmations_are_refused_reads_continue_and_recover_afte
 async fn an_elicitation_answer_may_reach_another_replica() {
     let redis = RedisServer::start().await;
     let (upstream, executed) = upstream().await;
-    let asking = replica(&upstream.url(), &redis.url(), KEY_1).await;
+    // The asking replica reaches Redis over a slow link, the answering one directly: the
+    // question must not go out before the other replica can find who waits for its answer,
+    // however quickly the client answers.
+    let slow = SlowLink::start(redis.port, Duration::from_millis(50)).await;
+    let asking = replica(&upstream.url(), &slow.redis_url(), KEY_1).await;
     let answering = replica(&upstream.url(), &redis.url(), KEY_1).await;
     let session = open_session(&asking.url, json!({"elicitation": {}})).await;
 

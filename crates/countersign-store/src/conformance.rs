@@ -44,6 +44,7 @@ pub async fn run_all_handover(handover: Arc<dyn AnswerHandover>) {
     answer_is_delivered_at_most_once(handover.as_ref()).await;
     wait_without_an_answer_times_out_with_none(handover.as_ref()).await;
     abandoned_wait_unregisters(handover.as_ref()).await;
+    a_waiter_is_reachable_only_while_it_waits(handover.as_ref()).await;
     answers_go_only_to_their_own_key(handover).await;
 }
 
@@ -272,6 +273,22 @@ pub async fn abandoned_wait_unregisters(handover: &dyn AnswerHandover) {
     let waiting = handover.wait(&key, ANSWER_TIMEOUT);
     assert_eq!(handover.deliver(&key, b"again".to_vec()).await, Ok(true));
     assert_eq!(waiting.await, Ok(Some(b"again".to_vec())));
+}
+
+pub async fn a_waiter_is_reachable_only_while_it_waits(handover: &dyn AnswerHandover) {
+    let key = unique_key("reachable");
+    assert!(
+        handover.reachable(&key).await.is_err(),
+        "nobody waits for the key yet"
+    );
+    let waiting = handover.wait(&key, ANSWER_TIMEOUT);
+    assert_eq!(handover.reachable(&key).await, Ok(()));
+    assert_eq!(handover.deliver(&key, b"now".to_vec()).await, Ok(true));
+    assert_eq!(waiting.await, Ok(Some(b"now".to_vec())));
+    assert!(
+        handover.reachable(&key).await.is_err(),
+        "an answered waiter is gone"
+    );
 }
 
 pub async fn answers_go_only_to_their_own_key(handover: Arc<dyn AnswerHandover>) {

@@ -96,6 +96,10 @@ fn poisoned() -> StoreError {
     StoreError::Unavailable("memory answer hand-over lock poisoned".to_owned())
 }
 
+fn nobody_waits() -> StoreError {
+    StoreError::Unavailable("nobody waits for an answer under this key".to_owned())
+}
+
 impl fmt::Debug for MemoryAnswerHandover {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryAnswerHandover")
@@ -133,6 +137,16 @@ impl AnswerHandover for MemoryAnswerHandover {
             Ok(answer)
         }
         .boxed()
+    }
+
+    fn reachable<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        // In one process a registered waiter is reachable the moment it is registered.
+        let reachable = match self.waiters.lock() {
+            Ok(waiters) if waiters.contains_key(key) => Ok(()),
+            Ok(_) => Err(nobody_waits()),
+            Err(_) => Err(poisoned()),
+        };
+        futures_util::future::ready(reachable).boxed()
     }
 
     fn deliver<'a>(

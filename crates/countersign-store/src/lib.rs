@@ -103,8 +103,9 @@ pub trait ReplayStore: Send + Sync + Debug {
 /// it, possibly on another replica.
 ///
 /// The waiter registers **when [`wait`](Self::wait) is called**, not when its future is first
-/// polled: the gateway calls `wait`, then sends the prompt, then awaits, so an answer that
-/// comes back quickly is never lost. An answer delivered while nobody waits for its key is
+/// polled: the gateway calls `wait`, awaits [`reachable`](Self::reachable) (on one replica at
+/// once; across replicas once the registration is visible to all of them), then sends the
+/// prompt, then awaits the answer, so an answer that comes back quickly is never lost. An answer delivered while nobody waits for its key is
 /// dropped, not buffered: only the request that asked may receive it.
 pub trait AnswerHandover: Send + Sync + Debug {
     /// Waits up to `timeout` for the answer under `key`. `Ok(None)` means no answer in time
@@ -115,6 +116,13 @@ pub trait AnswerHandover: Send + Sync + Debug {
         key: &'a str,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>>;
+
+    /// Resolves once the waiter that [`wait`](Self::wait) registered for `key` can take an
+    /// answer delivered on any replica, or with the error that keeps it from ever taking one
+    /// (nobody waits for `key`, or its registration failed). The gateway awaits it before it
+    /// sends the prompt: a client that answers the moment it sees the prompt, through whichever
+    /// replica, still finds the waiter.
+    fn reachable<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
 
     /// Offers `answer` to the waiter for `key`. Returns whether a waiter took it; `false`
     /// means nobody was waiting (unknown key, timed out, already answered).

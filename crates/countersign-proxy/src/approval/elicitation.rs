@@ -189,6 +189,8 @@ where
     };
     let settled = if let Some(settled) = at_once {
         settled
+    } else if !reachable(settings, &answer_key, &cancel_key).await {
+        Settled::Refused(RefusalCode::StoreUnavailable, "rejected:store_unavailable")
     } else if events.send(event(&question)).await.is_err() {
         Settled::ClientGone
     } else {
@@ -309,6 +311,29 @@ pub(super) async fn forward<S>(
     let mut out = Vec::new();
     SseEvent::message(&message).encode(&mut out);
     let _ = events.send(Bytes::from(out)).await;
+}
+
+/// Whether the waiters for a question's answer and its call's cancellation can be reached
+/// from every replica, as they must be before the question goes out: a client that answers or
+/// cancels at once, through another replica, must find them. A registration that failed (its
+/// store down or slow) means the person is not asked a question whose answer could not arrive.
+pub(super) async fn reachable(
+    settings: &super::ApprovalSettings,
+    answer_key: &str,
+    cancel_key: &str,
+) -> bool {
+    let handover = &settings.handover;
+    let both = futures_util::future::try_join(
+        handover.reachable(answer_key),
+        handover.reachable(cancel_key),
+    );
+    match both.await {
+        Ok(_) => true,
+        Err(error) => {
+            warn!(%error, "the answer hand-over could not register the question");
+            false
+        }
+    }
 }
 
 /// What the wait for the call's cancellation ended in.

@@ -149,6 +149,8 @@ where
     };
     let ended = if let Some(ended) = at_once {
         ended
+    } else if !elicitation::reachable(settings, &answer_key, &cancel_key).await {
+        Ended::Refused(RefusalCode::StoreUnavailable, "rejected:store_unavailable")
     } else if events
         .send(elicitation::event(&pending.question))
         .await

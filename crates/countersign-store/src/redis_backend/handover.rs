@@ -45,9 +45,9 @@ const DEFAULT_MAX_WAITERS: usize = 10_000;
 /// when connected and keeps that subscription up (reconnecting after Redis restarts) until
 /// dropped. [`wait`](AnswerHandover::wait) registers in process at once and starts writing the
 /// waiter's Redis record right away, before returning; another replica can claim the record
-/// one round trip later, long before a person can have answered the prompt. A waiter whose
-/// record cannot be written (Redis down, the key awaited on another replica) ends with that
-/// error.
+/// one round trip later, when [`reachable`](AnswerHandover::reachable) resolves, and the
+/// gateway sends the prompt only then. A waiter whose record cannot be written (Redis down,
+/// the key awaited on another replica) ends with that error, and so does `reachable`.
 pub struct RedisAnswerHandover {
     inner: Arc<Inner>,
     max_waiters: usize,
@@ -142,18 +142,9 @@ impl RedisAnswerHandover {
             return Err(not_subscribed());
         }
         // This replica's own waiter for `key` may still be writing its record (`wait`, then
-        // an immediate `deliver`); let the write finish so the claim below can see it.
-        let own_record = inner
-            .waiters
-            .lock()
-            .map_err(|_| poisoned())?
-            .get(key)
-            .map(|waiter| waiter.record.clone());
-        if let Some(mut record) = own_record {
-            let written = record.wait_for(|record| !matches!(record, Record::Pending));
-            // Bounded by the registration's own commands; a stuck one fails the claim below.
-            let _ = tokio::time::timeout(inner.command_timeout * 4, written).await;
-        }
+        // an immediate `deliver`); let the write finish so the claim below can see it. A
+        // write that failed or got stuck fails the claim below.
+        let _ = inner.record_settled(key).await?;
         let mut claim = ::redis::cmd("GETDEL");
         claim.arg(inner.record_key(key));
         let claimed: Option<String> = inner.commands.query(&claim, inner.command_timeout).await?;
@@ -171,6 +162,25 @@ impl RedisAnswerHandover {
 }
 
 impl Inner {
+    /// How this replica's waiter for `key` stands once its record is written or has failed,
+    /// or `None` when nobody here waits for `key`. Bounded by the registration's own
+    /// commands: a record still pending after them is reported as it stands.
+    async fn record_settled(&self, key: &str) -> Result<Option<Record>, StoreError> {
+        let record = self
+            .waiters
+            .lock()
+            .map_err(|_| poisoned())?
+            .get(key)
+            .map(|waiter| waiter.record.clone());
+        let Some(mut record) = record else {
+            return Ok(None);
+        };
+        let settled = record.wait_for(|record| !matches!(record, Record::Pending));
+        let _ = tokio::time::timeout(self.command_timeout * 4, settled).await;
+        let settled = record.borrow().clone();
+        Ok(Some(settled))
+    }
+
     /// The waiter's record. The hash tag keeps every key of one hand-over in one Cluster slot.
     fn record_key(&self, key: &str) -> String {
         format!("{}:{{{key}}}:waiter", self.namespace)
@@ -217,6 +227,23 @@ impl AnswerHandover for RedisAnswerHandover {
             };
             drop(registration);
             outcome
+        }
+        .boxed()
+    }
+
+    fn reachable<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        async move {
+            // Another replica can claim the waiter only once its record is in Redis.
+            match self.inner.record_settled(key).await? {
+                Some(Record::Written) => Ok(()),
+                Some(Record::Failed(error)) => Err(error),
+                Some(Record::Pending) => Err(StoreError::Unavailable(
+                    "the answer waiter's record was not written in time".to_owned(),
+                )),
+                None => Err(StoreError::Unavailable(
+                    "nobody waits for an answer under this key".to_owned(),
+                )),
+            }
         }
         .boxed()
     }

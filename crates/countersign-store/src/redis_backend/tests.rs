@@ -493,7 +493,11 @@ async fn answer_delivered_on_another_replica_reaches_the_waiter() {
     let (a, b) = (handover(&server).await, handover(&server).await);
     let key = unique_key("cross");
     let waiting = a.wait(&key, Duration::from_secs(10));
-    record_written(&server, &key).await;
+    assert_eq!(
+        a.reachable(&key).await,
+        Ok(()),
+        "reachable once another replica can claim the waiter"
+    );
     assert_eq!(
         b.deliver(&key, b"{\"approve\":true}".to_vec()).await,
         Ok(true)
@@ -601,10 +605,12 @@ async fn waiting_on_a_key_another_replica_awaits_fails() {
     let key = unique_key("contested");
     let first = a.wait(&key, Duration::from_secs(10));
     record_written(&server, &key).await;
-    assert!(matches!(
-        b.wait(&key, Duration::from_secs(10)).await,
-        Err(StoreError::Unavailable(_))
-    ));
+    let second = b.wait(&key, Duration::from_secs(10));
+    assert!(
+        matches!(b.reachable(&key).await, Err(StoreError::Unavailable(_))),
+        "a waiter whose record another replica holds is never reachable"
+    );
+    assert!(matches!(second.await, Err(StoreError::Unavailable(_))));
     assert_eq!(b.deliver(&key, b"yes".to_vec()).await, Ok(true));
     assert_eq!(first.await, Ok(Some(b"yes".to_vec())));
 }
@@ -616,7 +622,12 @@ async fn stopped_redis_fails_waits_and_deliveries() {
     server.stop().await;
     eventually("the subscriber notices", || async { !a.is_subscribed() }).await;
     let key = unique_key("down");
-    assert!(a.wait(&key, Duration::from_secs(10)).await.is_err());
+    let waiting = a.wait(&key, Duration::from_secs(10));
+    assert!(
+        a.reachable(&key).await.is_err(),
+        "no record, no reachable waiter"
+    );
+    assert!(waiting.await.is_err());
     assert!(a.deliver(&key, b"x".to_vec()).await.is_err());
 }
 
