@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use countersign_e2e::{countersign_binary, repo_root};
-use countersign_testkit::TempFile;
+use countersign_testkit::{TempFile, free_port};
 use tokio::process::Command;
 
 async fn countersign(args: &[&str]) -> (Option<i32>, String, String) {
@@ -36,6 +36,64 @@ async fn configuration_errors_exit_with_2_and_say_why() {
     assert!(stderr.contains("must be http:// or https://"), "{stderr}");
     let (code, _, _) = countersign(&["serve", "--bogus-flag"]).await;
     assert_eq!(code, Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gateway_that_cannot_start_never_opens_its_port() {
+    // A Redis that accepts connections and never answers: the gateway's start-up waits out its
+    // connection timeout, then gives up.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let redis = format!("redis://{}", silent.local_addr().expect("address"));
+    let held = tokio::spawn(async move {
+        let mut connections = Vec::new();
+        while let Ok((connection, _)) = silent.accept().await {
+            connections.push(connection);
+        }
+    });
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut gateway = Command::new(countersign_binary())
+        .args([
+            "serve",
+            "--upstream",
+            "http://127.0.0.1:1/mcp",
+            "--admin",
+            "off",
+        ])
+        .args(["--listen", &listen, "--redis", &redis])
+        .env(
+            "COUNTERSIGN_SIGNING_KEYS",
+            "k1:QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE",
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("countersign starts");
+
+    // A port that opened while the gateway was still connecting would queue clients for a
+    // gateway that then exits (and tell an orchestrator probing it that it was up).
+    let mut connected = 0;
+    let status = loop {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            connected += 1;
+        }
+        if let Some(status) = gateway.try_wait().expect("wait") {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    held.abort();
+    let output = gateway.wait_with_output().await.expect("stderr");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!status.success());
+    assert!(stderr.contains("connecting to Redis"), "{stderr}");
+    assert_eq!(connected, 0, "the port accepted a connection: {stderr}");
 }
 
 #[tokio::test]

@@ -56,6 +56,14 @@ pub struct RunningGateway {
 impl RunningGateway {
     /// Binds the listeners of `config` and serves in background tasks.
     pub async fn start(config: Config) -> anyhow::Result<Self> {
+        let mut registry = Registry::default();
+        let metrics = ProxyMetrics::register(&mut registry);
+        let mut gateway = build_gateway(&config, metrics.clone()).await?;
+        let page = approvals::prepare(&config, &mut gateway, &mut registry).await?;
+        let approvals_addr = page.as_ref().and_then(|p| p.listener.local_addr().ok());
+        // Bound only now that the stores are connected: a client that can connect is served,
+        // never queued in the backlog of a gateway that then fails to start, and whoever
+        // waits for the port to open waits for a gateway that can answer.
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding the MCP listener on {}", config.listen))?;
@@ -72,11 +80,6 @@ impl RunningGateway {
             .context("reading the MCP listener address")?;
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
 
-        let mut registry = Registry::default();
-        let metrics = ProxyMetrics::register(&mut registry);
-        let mut gateway = build_gateway(&config, metrics.clone()).await?;
-        let page = approvals::prepare(&config, &mut gateway, &mut registry).await?;
-        let approvals_addr = page.as_ref().and_then(|p| p.listener.local_addr().ok());
         let reloader = config
             .approval
             .policy_path
