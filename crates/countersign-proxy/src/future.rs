@@ -71,3 +71,28 @@ impl<F> std::fmt::Debug for ResponseFuture<F> {
         f.debug_tuple("ResponseFuture").field(&state).finish()
     }
 }
+
+/// The future of a layer that always does work of its own before or around the inner service:
+/// one boxed future, so the layers above it hold a pointer rather than the whole unboxed chain
+/// below (which they would move, whole, each time one of them wraps it).
+pub struct BoxedResponse(BoxFuture<'static, Response<ResponseBody>>);
+
+impl BoxedResponse {
+    pub fn new(future: impl Future<Output = Response<ResponseBody>> + Send + 'static) -> Self {
+        Self(Box::pin(future))
+    }
+}
+
+impl Future for BoxedResponse {
+    type Output = Result<Response<ResponseBody>, std::convert::Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx).map(Ok)
+    }
+}
+
+impl std::fmt::Debug for BoxedResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BoxedResponse")
+    }
+}

@@ -18,7 +18,7 @@ use crate::body::{BoxError, ResponseBody};
 use crate::config::Limits;
 use crate::context::RequestContextExt;
 use crate::error::ProxyError;
-use crate::future::ResponseFuture;
+use crate::future::BoxedResponse;
 use crate::metrics::ProxyMetrics;
 
 /// Reads and parses POST bodies; see the [module docs](super).
@@ -49,7 +49,10 @@ where
 {
     type Response = Response<ResponseBody>;
     type Error = Infallible;
-    type Future = ResponseFuture<S::Future>;
+    /// Boxed on every path: a POST's body read and parse is the layer's own work, and a
+    /// bodiless request (an SSE GET, a DELETE) is rare enough that boxing it costs nothing
+    /// while sparing every POST an enum the size of the whole chain below.
+    type Future = BoxedResponse;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
@@ -57,7 +60,8 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         if request.method() != Method::POST {
-            return ResponseFuture::inner(self.inner.call(request.map(|_| Parsed::NoBody)));
+            let passed = self.inner.call(request.map(|_| Parsed::NoBody));
+            return BoxedResponse::new(passed.map(|answer| answer.unwrap_or_else(|e| match e {})));
         }
         // The ready service goes into the future; a fresh clone stays behind (tower's rule for
         // services called from a future).
@@ -66,7 +70,7 @@ where
         let (parts, body) = request.into_parts();
         // Taken apart here and handed over as arguments: an async block taking the request
         // apart itself keeps both in its boxed state, moved whole into its box on every call.
-        ResponseFuture::working(parse_then_call(inner, self.settings.clone(), parts, body))
+        BoxedResponse::new(parse_then_call(inner, self.settings.clone(), parts, body))
     }
 }
 
