@@ -41,6 +41,7 @@ mod serialize;
 mod tests;
 mod top_level;
 
+pub(crate) use envelope::KeyFolds;
 pub use envelope::{EnvelopeError, validate_method};
 pub use serialize::error_response;
 pub use top_level::{TopLevel, TopLevelScan, answer_id};
@@ -318,8 +319,13 @@ impl Payload {
     /// Strict parse with explicit limits, then [`Payload::from_raw`]. The messages keep slices
     /// of `bytes`; nothing is copied.
     pub fn parse_with(bytes: Bytes, limits: &ParseLimits) -> Result<Payload, Error> {
-        let raw = RawJson::parse(bytes, limits)?;
-        Ok(Payload::from_raw(&raw)?)
+        let (raw, fold_free) = RawJson::parse_noting_folds(bytes, limits)?;
+        let folds = if fold_free {
+            KeyFolds::NoneInBody
+        } else {
+            KeyFolds::Unchecked
+        };
+        Ok(Payload::from_raw_with(&raw, folds)?)
     }
 
     /// The messages in order (one for a single message).

@@ -54,6 +54,17 @@ impl RawJson {
         Ok(RawJson(bytes.slice(start..end)))
     }
 
+    /// [`RawJson::parse`], and whether the parse found the keys free of fold collisions (see
+    /// [`crate::message::KeyFolds`]).
+    pub(crate) fn parse_noting_folds(
+        bytes: Bytes,
+        limits: &ParseLimits,
+    ) -> Result<(RawJson, bool), ParseError> {
+        let scanned = strict::scan_strict(&bytes, limits)?;
+        let raw = RawJson(bytes.slice(scanned.start..scanned.end));
+        Ok((raw, scanned.fold_free))
+    }
+
     /// [`RawJson::parse`] of a copy of `bytes`, with [`ParseLimits::default`].
     pub fn parse_slice(bytes: &[u8]) -> Result<RawJson, ParseError> {
         Self::parse(Bytes::copy_from_slice(bytes), &ParseLimits::default())

@@ -133,6 +133,24 @@ pub fn parse_strict_with(bytes: &[u8], limits: &ParseLimits) -> Result<Value, Pa
 /// proportional to the widest object's key count (a hash per key), never to the number of
 /// values.
 pub fn validate_strict(bytes: &[u8], limits: &ParseLimits) -> Result<(usize, usize), ParseError> {
+    scan_strict(bytes, limits).map(|scanned| (scanned.start, scanned.end))
+}
+
+/// What the strict scan learnt of a valid value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Scanned {
+    /// Where the value starts and ends in the bytes scanned.
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    /// Whether no object the envelope checks (the message, `params`, `_meta`: at most four
+    /// levels deep) has two keys that fold together, known in passing (see
+    /// `OpenObjects::fold_free`); `false` means only that it was not settled, and the envelope
+    /// checks its members itself.
+    pub(crate) fold_free: bool,
+}
+
+/// [`validate_strict`], keeping what the scan learnt of the keys.
+pub(crate) fn scan_strict(bytes: &[u8], limits: &ParseLimits) -> Result<Scanned, ParseError> {
     if bytes.starts_with(b"\xEF\xBB\xBF") {
         return Err(ParseError::Bom);
     }

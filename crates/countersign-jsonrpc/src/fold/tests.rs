@@ -2,6 +2,8 @@
 //! all-ASCII objects the envelope meets on every request and the non-ASCII, NUL and escaped
 //! keys that must take the exact Unicode fold.
 
+use proptest::strategy::{Just, Strategy};
+
 use super::*;
 use crate::message::{EnvelopeError, Error, Payload};
 
@@ -216,5 +218,99 @@ proptest::proptest! {
         let expected = (key.is_ascii() && !key.contains(&0))
             .then(|| !key.iter().any(u8::is_ascii_uppercase));
         proptest::prop_assert_eq!(ascii_key_kind(&key), expected);
+    }
+}
+
+// --- settled by the strict parse -----------------------------------------------------------------
+
+/// Keys that fold together in every way the envelope knows: case, `ſ`, the Kelvin sign, NUL,
+/// escapes, and keys no other key folds onto.
+const FOLD_KEYS: &[&str] = &[
+    "name",
+    "Name",
+    "NAME",
+    "nam\\u0065",
+    "name\\u0000",
+    "arguments",
+    "Arguments",
+    "_meta",
+    "_Meta",
+    "\\u005fmeta",
+    "s",
+    "S",
+    "ſ",
+    "k",
+    "\u{212a}",
+    "é",
+    "É",
+    "id",
+    "x",
+];
+
+fn object_of(members: &[(usize, String)]) -> String {
+    let members: Vec<String> = members
+        .iter()
+        .map(|(key, value)| format!("\"{}\":{value}", FOLD_KEYS[*key]))
+        .collect();
+    format!("{{{}}}", members.join(","))
+}
+
+fn fold_members(value: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
+    proptest::collection::vec((0..FOLD_KEYS.len(), value), 0..6)
+        .prop_map(|members| object_of(&members))
+}
+
+proptest::proptest! {
+    /// The strict parse settles most bodies' folds in passing, and the envelope then skips its
+    /// own checks: the verdict must be the one the envelope's checks give on their own, for
+    /// collisions in the message, in `params`, in `_meta`, in `arguments` (where they are the
+    /// tool's business) and in several objects at once.
+    #[test]
+    fn a_body_settled_by_the_parse_gets_the_envelopes_own_verdict(
+        params in fold_members(proptest::prop_oneof![
+            Just("\"v\"".to_owned()),
+            fold_members(Just("1".to_owned())),
+        ]),
+        meta in fold_members(Just("\"m\"".to_owned())),
+        top in proptest::option::of(0..FOLD_KEYS.len()),
+        batched in proptest::bool::ANY,
+    ) {
+        let params = params.replacen('{', &format!("{{\"_meta\":{meta},"), 1).replace(",}", "}");
+        let extra = top.map(|key| format!(",\"{}\":1", FOLD_KEYS[key])).unwrap_or_default();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}{extra}}}"#
+        );
+        // In a batch every object sits one level deeper.
+        let body = if batched { format!("[{body}]") } else { body };
+        let by_parse = Payload::parse(body.as_bytes());
+        let by_envelope = RawJson::parse_slice(body.as_bytes())
+            .map_err(Error::Parse)
+            .and_then(|raw| Payload::from_raw(&raw).map_err(Error::Envelope));
+        proptest::prop_assert_eq!(by_parse, by_envelope, "{}", body);
+    }
+}
+
+#[test]
+fn the_parse_settles_plain_ascii_bodies_and_leaves_the_rest_to_the_envelope() {
+    let settled = |body: &str| {
+        crate::strict::scan_strict(body.as_bytes(), &Default::default())
+            .expect("valid")
+            .fold_free
+    };
+    assert!(settled(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"b":{"A":1}},"_meta":{"io.modelcontextprotocol/protocolVersion":"x"}}}"#
+    ));
+    // Below `params._meta` of a batched message, keys are the tools' business.
+    assert!(settled(
+        r#"[{"params":{"arguments":{"x":{"a":1,"A":2,"ſ":3}}}}]"#
+    ));
+    for unsettled in [
+        r#"{"params":{"arguments":{"a":1,"A":2}}}"#,
+        r#"{"params":{"nam\u0065":1}}"#,
+        r#"{"params":{"ſ":1}}"#,
+        r#"[{"params":{"_meta":{"a":1,"A":2}}}]"#,
+        &wide(17, r#""k":1"#),
+    ] {
+        assert!(!settled(unsettled), "{unsettled}");
     }
 }

@@ -10,6 +10,18 @@ use super::{
 use crate::fold::{self, KeyCheck};
 use crate::raw::{Kind, RawJson};
 
+/// What is known of a body's keys before the envelope reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyFolds {
+    /// Nothing: the envelope checks the objects it reads (the message, `params`, `_meta`) for
+    /// keys that fold together.
+    Unchecked,
+    /// The strict parse saw no two keys of any one object fold together in every object the
+    /// envelope checks (see the strict scanner's `ENVELOPE_DEPTH`), so there is nothing left
+    /// to check.
+    NoneInBody,
+}
+
 /// Why a well-formed JSON value is not an acceptable JSON-RPC message. Every variant maps to
 /// JSON-RPC `-32600` (Invalid Request).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -137,9 +149,13 @@ fn check_folds(object: &RawJson) -> Result<(), EnvelopeError> {
     }
 }
 
-fn validate_params(params: Option<RawJson>) -> Result<Option<RawJson>, EnvelopeError> {
+fn validate_params(
+    params: Option<RawJson>,
+    folds: KeyFolds,
+) -> Result<Option<RawJson>, EnvelopeError> {
     match params {
         None => Ok(None),
+        Some(map) if map.is_object() && folds == KeyFolds::NoneInBody => Ok(Some(map)),
         Some(map) if map.is_object() => {
             let found =
                 fold::fold_collision_finding(&map, Some("_meta")).expect("params is an object");
@@ -258,6 +274,11 @@ impl Message {
     /// Validates one strictly parsed message against the envelope rules. The message keeps
     /// slices of `raw`.
     pub fn from_raw(raw: &RawJson) -> Result<Message, EnvelopeError> {
+        Self::from_raw_with(raw, KeyFolds::Unchecked)
+    }
+
+    /// [`Message::from_raw`], sparing the fold checks the strict parse already settled.
+    fn from_raw_with(raw: &RawJson, key_folds: KeyFolds) -> Result<Message, EnvelopeError> {
         let Some(walk) = raw.member_walk() else {
             return Err(EnvelopeError::NotAnObject);
         };
@@ -267,8 +288,11 @@ impl Message {
         let mut unknown = None;
         let (mut version, mut id, mut method, mut params, mut result, mut error) =
             (None, None, None, None, None, None);
+        let unchecked = key_folds == KeyFolds::Unchecked;
         for member in walk.clone() {
-            folds.add(&walk, &member);
+            if unchecked {
+                folds.add(&walk, &member);
+            }
             if unknown.is_some() {
                 continue;
             }
@@ -286,7 +310,7 @@ impl Message {
             };
             *slot = Some(raw.walked_value(&member));
         }
-        if let Some((first, second)) = folds.collision(raw) {
+        if unchecked && let Some((first, second)) = folds.collision(raw) {
             return Err(EnvelopeError::KeyCollision { first, second });
         }
         if let Some(key) = unknown {
@@ -310,7 +334,7 @@ impl Message {
             };
             validate_method(&method)?;
             let method = method.into_owned();
-            let params = validate_params(params)?;
+            let params = validate_params(params, key_folds)?;
             // Presence, not value, decides: `"id": null` is a broken request, not a notification.
             return Ok(match id {
                 Some(id) => Message::Request(Request {
@@ -352,8 +376,13 @@ impl Payload {
 
     /// Validates a strictly parsed body: one message object or a non-empty batch of them.
     pub fn from_raw(raw: &RawJson) -> Result<Payload, EnvelopeError> {
+        Self::from_raw_with(raw, KeyFolds::Unchecked)
+    }
+
+    /// [`Payload::from_raw`], sparing the fold checks the strict parse already settled.
+    pub(crate) fn from_raw_with(raw: &RawJson, folds: KeyFolds) -> Result<Payload, EnvelopeError> {
         match raw.kind() {
-            Kind::Object => Ok(Payload::Single(Message::from_raw(raw)?)),
+            Kind::Object => Ok(Payload::Single(Message::from_raw_with(raw, folds)?)),
             Kind::Array => {
                 let messages = raw
                     .items()
@@ -361,9 +390,11 @@ impl Payload {
                     .flatten()
                     .enumerate()
                     .map(|(index, item)| {
-                        Message::from_raw(&item).map_err(|error| EnvelopeError::InBatch {
-                            index,
-                            error: Box::new(error),
+                        Message::from_raw_with(&item, folds).map_err(|error| {
+                            EnvelopeError::InBatch {
+                                index,
+                                error: Box::new(error),
+                            }
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()?;

@@ -24,6 +24,9 @@ pub(super) struct OpenObjects<'a> {
     /// Created for the first wide object, so keyed per parse: a client cannot aim keys at
     /// colliding hashes.
     hasher: Option<RandomState>,
+    /// Set once a key could make two keys of one object fold together (see
+    /// [`OpenObjects::fold_free`]).
+    fold_suspect: bool,
 }
 
 #[derive(Debug)]
@@ -60,22 +63,55 @@ impl<'a> OpenObjects<'a> {
         }
     }
 
+    /// Whether no object of the document seen so far (of those inserted `for_folds`) has two
+    /// keys that fold together
+    /// (`name`/`Name`, `name`/`name\u0000`, `s`/`ſ`; see the `fold` module), known
+    /// without folding a key: every key was written without escapes in ASCII, and no two keys of
+    /// one object are equal ignoring ASCII case. ASCII text folds to its ASCII lowercase, so for
+    /// such a document that is exactly the absence of collisions. Anything else (an escaped or
+    /// non-ASCII key, an object too wide to compare pairwise) says `false`: not that keys
+    /// collide, only that the envelope must look.
+    pub(super) fn fold_free(&self) -> bool {
+        !self.fold_suspect
+    }
+
     /// Records `key` in the innermost open object, or hands it back if it was already there.
-    pub(super) fn insert(&mut self, key: Cow<'a, str>) -> Result<(), Cow<'a, str>> {
+    /// `for_folds` says whether the object is one whose folds [`OpenObjects::fold_free`]
+    /// answers for.
+    pub(super) fn insert(
+        &mut self,
+        key: Cow<'a, str>,
+        for_folds: bool,
+    ) -> Result<(), Cow<'a, str>> {
         let Some(&Entry::Object { outer, wide }) = self.entries.get(self.current) else {
             // Keys are only read inside an open object; refusing is the safe answer otherwise.
             return Err(key);
         };
+        let for_folds = for_folds && !self.fold_suspect;
+        // A borrowed key had no escapes, so no NUL (a raw control byte fails the parse).
+        if for_folds && (matches!(key, Cow::Owned(_)) || !key.is_ascii()) {
+            self.fold_suspect = true;
+        }
         if !wide {
             let first = self.current + 1;
             let keys = &self.entries[first..];
-            if keys.iter().any(|e| matches!(e, Entry::Key(k) if *k == key)) {
-                return Err(key);
+            for entry in keys {
+                if let Entry::Key(k) = entry
+                    && k.len() == key.len()
+                {
+                    if *k == key {
+                        return Err(key);
+                    }
+                    if for_folds && k.as_bytes().eq_ignore_ascii_case(key.as_bytes()) {
+                        self.fold_suspect = true;
+                    }
+                }
             }
             if keys.len() < Self::EXACT {
                 self.entries.push(Entry::Key(key));
                 return Ok(());
             }
+            self.fold_suspect |= for_folds;
             let hasher = self.hasher.get_or_insert_with(RandomState::new);
             let hashes = self.entries.drain(first..).filter_map(|entry| match entry {
                 Entry::Key(k) => Some(hasher.hash_one(&*k)),
@@ -127,10 +163,10 @@ mod tests {
             let mut objects = OpenObjects::default();
             objects.open();
             for key in &keys {
-                assert_eq!(objects.insert(Cow::Borrowed(key)), Ok(()));
+                assert_eq!(objects.insert(Cow::Borrowed(key), true), Ok(()));
             }
             let again = Cow::Borrowed(keys[dup].as_str());
-            assert_eq!(objects.insert(again.clone()), Err(again));
+            assert_eq!(objects.insert(again.clone(), true), Err(again));
         }
     }
 
@@ -141,24 +177,24 @@ mod tests {
             let mut objects = OpenObjects::default();
             objects.open();
             for key in &keys[..width / 2] {
-                assert_eq!(objects.insert(Cow::Borrowed(key)), Ok(()));
+                assert_eq!(objects.insert(Cow::Borrowed(key), true), Ok(()));
             }
             // The inner object may repeat the outer one's keys, and its own are gone with it.
             objects.open();
             for key in &keys {
-                assert_eq!(objects.insert(Cow::Borrowed(key)), Ok(()));
+                assert_eq!(objects.insert(Cow::Borrowed(key), true), Ok(()));
             }
             let again = Cow::Borrowed(keys[0].as_str());
-            assert_eq!(objects.insert(again.clone()), Err(again.clone()));
+            assert_eq!(objects.insert(again.clone(), true), Err(again.clone()));
             objects.close();
-            assert_eq!(objects.insert(again.clone()), Err(again));
+            assert_eq!(objects.insert(again.clone(), true), Err(again));
             for key in &keys[width / 2..] {
-                assert_eq!(objects.insert(Cow::Borrowed(key)), Ok(()), "{width}");
+                assert_eq!(objects.insert(Cow::Borrowed(key), true), Ok(()), "{width}");
             }
             objects.close();
             // A sibling starts empty.
             objects.open();
-            assert_eq!(objects.insert(Cow::Owned(keys[0].clone())), Ok(()));
+            assert_eq!(objects.insert(Cow::Owned(keys[0].clone()), true), Ok(()));
         }
     }
 }

@@ -10,19 +10,25 @@ use std::borrow::Cow;
 use super::keys::OpenObjects;
 use super::{
     ParseError, SERDE_JSON_DEPTH_CEILING, SERDE_JSON_NUMBER_TOKEN, SERDE_JSON_PRIVATE_PREFIX,
+    Scanned,
 };
 use crate::raw::next_escape;
 
 // `Scanner::objects` keeps one bit per open container.
 const _: () = assert!(SERDE_JSON_DEPTH_CEILING < u128::BITS as usize);
 
+/// The deepest objects whose key folds the envelope checks: a message is at depth 1 (2 in a
+/// batch), its `params` one deeper and their `_meta` one deeper still. Deeper keys (a tool's
+/// arguments, a result) are the tools' business, and noting their folds would only cost time.
+const ENVELOPE_DEPTH: usize = 4;
+
 /// A number below 10^308 is finite (the largest double is about 1.8 × 10^308), so only one whose
 /// digits and exponent could reach that far is converted to find out.
 const ALWAYS_FINITE_DIGITS: usize = 308;
 
 /// Scans `text` as one strict JSON value, at most `max_depth` containers deep, and returns where
-/// the value starts and ends.
-pub(super) fn scan(text: &str, max_depth: usize) -> Result<(usize, usize), ParseError> {
+/// the value starts and ends, and whether its keys are known not to fold together.
+pub(super) fn scan(text: &str, max_depth: usize) -> Result<Scanned, ParseError> {
     debug_assert!(max_depth <= SERDE_JSON_DEPTH_CEILING);
     let mut scanner = Scanner {
         text,
@@ -41,7 +47,11 @@ pub(super) fn scan(text: &str, max_depth: usize) -> Result<(usize, usize), Parse
     if scanner.at != text.len() {
         return Err(ParseError::TrailingData);
     }
-    Ok((start, end))
+    Ok(Scanned {
+        start,
+        end,
+        fold_free: scanner.keys.fold_free(),
+    })
 }
 
 struct Scanner<'a> {
@@ -214,7 +224,7 @@ impl<'a> Scanner<'a> {
                 key: key.into_owned(),
             });
         }
-        if let Err(key) = self.keys.insert(key) {
+        if let Err(key) = self.keys.insert(key, self.depth <= ENVELOPE_DEPTH) {
             return Err(ParseError::DuplicateKey {
                 key: key.into_owned(),
             });
