@@ -63,14 +63,13 @@ impl<'a> OpenObjects<'a> {
         }
     }
 
-    /// Whether no object of the document seen so far (of those inserted `for_folds`) has two
-    /// keys that fold together
-    /// (`name`/`Name`, `name`/`name\u0000`, `s`/`ſ`; see the `fold` module), known
-    /// without folding a key: every key was written without escapes in ASCII, and no two keys of
-    /// one object are equal ignoring ASCII case. ASCII text folds to its ASCII lowercase, so for
-    /// such a document that is exactly the absence of collisions. Anything else (an escaped or
-    /// non-ASCII key, an object too wide to compare pairwise) says `false`: not that keys
-    /// collide, only that the envelope must look.
+    /// Whether no object seen so far (of those whose keys were inserted `for_folds`) has two
+    /// keys that fold together (`name`/`Name`, `name`/`name\u0000`, `s`/`ſ`; see the `fold`
+    /// module), known without folding a key: every such key was written in ASCII without
+    /// escapes, and no two keys of one object are equal ignoring ASCII case. ASCII text folds to
+    /// its ASCII lowercase, so that is exactly the absence of collisions. Anything else (an
+    /// escaped or non-ASCII key, an object too wide to compare pairwise) says `false`: not that
+    /// keys collide, only that the envelope must look.
     pub(super) fn fold_free(&self) -> bool {
         !self.fold_suspect
     }
