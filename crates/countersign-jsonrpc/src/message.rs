@@ -319,12 +319,7 @@ impl Payload {
     /// Strict parse with explicit limits, then [`Payload::from_raw`]. The messages keep slices
     /// of `bytes`; nothing is copied.
     pub fn parse_with(bytes: Bytes, limits: &ParseLimits) -> Result<Payload, Error> {
-        let (raw, fold_free) = RawJson::parse_noting_folds(bytes, limits)?;
-        let folds = if fold_free {
-            KeyFolds::NoneInBody
-        } else {
-            KeyFolds::Unchecked
-        };
+        let (raw, folds) = RawJson::parse_noting_folds(bytes, limits)?;
         Ok(Payload::from_raw_with(&raw, folds)?)
     }
 

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use serde::ser::{Serialize, Serializer};
 use serde_json::Value;
 
+use crate::message::KeyFolds;
 use crate::strict::{self, ParseError, ParseLimits};
 
 pub(crate) use escape::next_escape;
@@ -54,15 +55,19 @@ impl RawJson {
         Ok(RawJson(bytes.slice(start..end)))
     }
 
-    /// [`RawJson::parse`], and whether the parse found the keys free of fold collisions (see
-    /// [`crate::message::KeyFolds`]).
+    /// [`RawJson::parse`], and what the parse learnt of the keys' folds.
     pub(crate) fn parse_noting_folds(
         bytes: Bytes,
         limits: &ParseLimits,
-    ) -> Result<(RawJson, bool), ParseError> {
+    ) -> Result<(RawJson, KeyFolds), ParseError> {
         let scanned = strict::scan_strict(&bytes, limits)?;
         let raw = RawJson(bytes.slice(scanned.start..scanned.end));
-        Ok((raw, scanned.fold_free))
+        let folds = if scanned.fold_free {
+            KeyFolds::NoneInBody
+        } else {
+            KeyFolds::Unchecked
+        };
+        Ok((raw, folds))
     }
 
     /// [`RawJson::parse`] of a copy of `bytes`, with [`ParseLimits::default`].

@@ -96,10 +96,6 @@ fn poisoned() -> StoreError {
     StoreError::Unavailable("memory answer hand-over lock poisoned".to_owned())
 }
 
-fn nobody_waits() -> StoreError {
-    StoreError::Unavailable("nobody waits for an answer under this key".to_owned())
-}
-
 impl fmt::Debug for MemoryAnswerHandover {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryAnswerHandover")
@@ -143,7 +139,7 @@ impl AnswerHandover for MemoryAnswerHandover {
         // In one process a registered waiter is reachable the moment it is registered.
         let reachable = match self.waiters.lock() {
             Ok(waiters) if waiters.contains_key(key) => Ok(()),
-            Ok(_) => Err(nobody_waits()),
+            Ok(_) => Err(StoreError::nobody_waits()),
             Err(_) => Err(poisoned()),
         };
         futures_util::future::ready(reachable).boxed()

@@ -77,6 +77,14 @@ pub enum StoreError {
     Full,
 }
 
+impl StoreError {
+    /// An answer hand-over asked about a key nobody waits on (never registered, answered, or
+    /// given up).
+    pub(crate) fn nobody_waits() -> Self {
+        StoreError::Unavailable("nobody waits for an answer under this key".to_owned())
+    }
+}
+
 /// Single-use consumption of confirmation token ids.
 ///
 /// Object-safe so the gateway can hold an `Arc<dyn ReplayStore>` picked by configuration.
@@ -105,8 +113,9 @@ pub trait ReplayStore: Send + Sync + Debug {
 /// The waiter registers **when [`wait`](Self::wait) is called**, not when its future is first
 /// polled: the gateway calls `wait`, awaits [`reachable`](Self::reachable) (on one replica at
 /// once; across replicas once the registration is visible to all of them), then sends the
-/// prompt, then awaits the answer, so an answer that comes back quickly is never lost. An answer delivered while nobody waits for its key is
-/// dropped, not buffered: only the request that asked may receive it.
+/// prompt, then awaits the answer, so an answer that comes back quickly is never lost. An
+/// answer delivered while nobody waits for its key is dropped, not buffered: only the request
+/// that asked may receive it.
 pub trait AnswerHandover: Send + Sync + Debug {
     /// Waits up to `timeout` for the answer under `key`. `Ok(None)` means no answer in time
     /// (or the waiter was abandoned); the registration is removed when the future completes

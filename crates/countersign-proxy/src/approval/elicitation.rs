@@ -189,7 +189,7 @@ where
     };
     let settled = if let Some(settled) = at_once {
         settled
-    } else if !reachable(settings, &answer_key, &cancel_key).await {
+    } else if !reachable(settings.handover.as_ref(), &answer_key, &cancel_key).await {
         Settled::Refused(RefusalCode::StoreUnavailable, "rejected:store_unavailable")
     } else if events.send(event(&question)).await.is_err() {
         Settled::ClientGone
@@ -318,11 +318,10 @@ pub(super) async fn forward<S>(
 /// cancels at once, through another replica, must find them. A registration that failed (its
 /// store down or slow) means the person is not asked a question whose answer could not arrive.
 pub(super) async fn reachable(
-    settings: &super::ApprovalSettings,
+    handover: &dyn countersign_store::AnswerHandover,
     answer_key: &str,
     cancel_key: &str,
 ) -> bool {
-    let handover = &settings.handover;
     let both = futures_util::future::try_join(
         handover.reachable(answer_key),
         handover.reachable(cancel_key),

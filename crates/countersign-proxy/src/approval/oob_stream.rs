@@ -149,7 +149,7 @@ where
     };
     let ended = if let Some(ended) = at_once {
         ended
-    } else if !elicitation::reachable(settings, &answer_key, &cancel_key).await {
+    } else if !elicitation::reachable(settings.handover.as_ref(), &answer_key, &cancel_key).await {
         Ended::Refused(RefusalCode::StoreUnavailable, "rejected:store_unavailable")
     } else if events
         .send(elicitation::event(&pending.question))

@@ -240,9 +240,7 @@ impl AnswerHandover for RedisAnswerHandover {
                 Some(Record::Pending) => Err(StoreError::Unavailable(
                     "the answer waiter's record was not written in time".to_owned(),
                 )),
-                None => Err(StoreError::Unavailable(
-                    "nobody waits for an answer under this key".to_owned(),
-                )),
+                None => Err(StoreError::nobody_waits()),
             }
         }
         .boxed()
