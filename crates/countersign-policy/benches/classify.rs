@@ -36,6 +36,10 @@ fn bench_classify(c: &mut Criterion) {
         claims: Default::default(),
     };
     let pinned = catalog.get("store", "create_order");
+    // Every gated call finds its tool's pin first.
+    c.bench_function("catalog lookup of a pinned tool", |b| {
+        b.iter(|| black_box(catalog.get(black_box("store"), black_box("create_order"))))
+    });
     c.bench_function(
         "classify create_order ~1KiB args (CEL when + summary)",
         |b| {

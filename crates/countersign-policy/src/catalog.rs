@@ -215,8 +215,14 @@ pub enum RepinError {
 /// Pinned tools per upstream.
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
-    upstreams: HashMap<String, HashMap<String, PinnedTool>>,
+    upstreams: FoldMap<String, FoldMap<String, PinnedTool>>,
 }
+
+/// Every gated call looks up its tool here: foldhash, seeded per map like std's SipHash, hashes
+/// a name in a few instructions where SipHash took about a hundred. The names are the
+/// configuration's and the upstreams' listings (bounded by `max_tools_per_upstream`), not a
+/// client's.
+type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 impl Catalog {
     /// An empty catalog.
@@ -241,7 +247,7 @@ impl Catalog {
         self.upstreams
             .get(upstream)
             .into_iter()
-            .flat_map(HashMap::values)
+            .flat_map(FoldMap::values)
     }
 
     /// Ingests one complete `tools/list` result of `upstream` (all pages concatenated).

@@ -1,5 +1,6 @@
 //! The per-request bookkeeping of the layers around the parse: the allowed-host check every
-//! request passes and the two metrics every request records. Small each, but paid on every
+//! request passes, the two metrics every request records and the decision every gated call
+//! counts. Small each, but paid on every
 //! read, where the gateway's cost is spread thin over many such steps.
 
 use std::hint::black_box;
@@ -24,6 +25,19 @@ fn bench_metrics(c: &mut Criterion) {
         b.iter(|| {
             metrics.record_request(black_box("default"), "tools/call", "forwarded");
             metrics.observe_upstream_latency(black_box("default"), Duration::from_micros(40));
+        });
+    });
+    // Every gated call counts its decision, found by its labels.
+    c.bench_function("decision counter, one allowed call", |b| {
+        b.iter(|| {
+            metrics.record_decision(
+                black_box("default"),
+                "decision",
+                "allow",
+                None,
+                black_box("reads"),
+                "forwarded",
+            );
         });
     });
 }

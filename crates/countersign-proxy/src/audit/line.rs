@@ -23,7 +23,7 @@ impl AuditRecord<'_> {
     /// Appends the record's JSON (without the newline) to `out`.
     pub(super) fn write_json(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         out.extend_from_slice(b"{\"ts\":\"");
-        out.extend_from_slice(self.ts.as_str().as_bytes());
+        out.extend_from_slice(self.ts.as_bytes());
         out.extend_from_slice(b"\",\"event\":");
         string(out, self.event);
         field(out, key!("principal"), self.principal);

@@ -164,6 +164,11 @@ pub struct PageDecisionRecord<'a> {
 pub struct Timestamp([u8; 24]);
 
 impl Timestamp {
+    /// The text's bytes, for writers that need no `str` (and so no UTF-8 check).
+    pub fn as_bytes(&self) -> &[u8; 24] {
+        &self.0
+    }
+
     pub fn as_str(&self) -> &str {
         // Only ASCII digits and separators are ever written.
         std::str::from_utf8(&self.0).unwrap_or("0000-00-00T00:00:00.000Z")

@@ -14,9 +14,13 @@ use super::DecisionLabels;
 #[derive(Debug)]
 pub(super) struct DecisionCounters {
     family: Family<DecisionLabels, Counter>,
-    /// By a hash of the label values; a bucket holds every label set of that hash.
-    known: RwLock<HashMap<u64, Vec<(DecisionLabels, Counter)>>>,
+    /// By a hash of the label values; a bucket holds every label set of that hash. The key is
+    /// itself a hash, so the map's own is foldhash's few instructions, not SipHash's ~150.
+    known: RwLock<HashMap<u64, Bucket, foldhash::fast::RandomState>>,
 }
+
+/// The label sets of one hash, each with its counter.
+type Bucket = Vec<(DecisionLabels, Counter)>;
 
 impl DecisionCounters {
     pub(super) fn new(family: Family<DecisionLabels, Counter>) -> Self {
