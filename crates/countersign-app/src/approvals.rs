@@ -38,14 +38,6 @@ pub(crate) async fn prepare(
              restart and are refused by every other replica"
         );
     }
-    let listener = TcpListener::bind(page_config.listen)
-        .await
-        .with_context(|| {
-            format!(
-                "binding the approval page listener on {}",
-                page_config.listen
-            )
-        })?;
     let book: Arc<dyn ApprovalBook> = match &config.approval.redis {
         None => Arc::new(MemoryApprovalBook::new(page_config.max_pending)),
         Some(redis) => Arc::new(
@@ -54,6 +46,16 @@ pub(crate) async fn prepare(
                 .with_context(|| format!("connecting to Redis at {}", crate::redact(&redis.url)))?,
         ),
     };
+    // Bound once the book is connected: a page port that opened while Redis was still being
+    // reached would accept people for a gateway that may yet exit on a Redis error.
+    let listener = TcpListener::bind(page_config.listen)
+        .await
+        .with_context(|| {
+            format!(
+                "binding the approval page listener on {}",
+                page_config.listen
+            )
+        })?;
     let page = Arc::new(ApprovalPage::new(
         page_config,
         book,
@@ -144,6 +146,58 @@ mod tests {
             metrics.contains("countersign_approval_requests_opened_total 1"),
             "{metrics}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_page_opens_its_port_only_once_its_book_is_connected() {
+        // A Redis that accepts connections and never answers.
+        let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let redis = format!("redis://{}", silent.local_addr().expect("address"));
+        let held = tokio::spawn(async move {
+            let mut connections = Vec::new();
+            while let Ok((connection, _)) = silent.accept().await {
+                connections.push(connection);
+            }
+        });
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            probe.local_addr().expect("address").port()
+        };
+        let page = format!(
+            "approvals:\n  listen: 127.0.0.1:{port}\n  public_url: https://approve.example.com\n  \
+             auth:\n    trusted_header:\n      user: X-Forwarded-User\n"
+        );
+        // The gateway itself without Redis, so that only the page's book meets the silent one.
+        let mut gateway = crate::build_gateway(&config(&page), ProxyMetrics::unregistered())
+            .await
+            .expect("gateway");
+        let with_redis = config(&format!("{page}redis:\n  url: {redis}\n"));
+        let preparing = tokio::spawn(async move {
+            let mut registry = Registry::default();
+            prepare(&with_redis, &mut gateway, &mut registry)
+                .await
+                .map(|page| page.is_some())
+        });
+        let mut connected = 0;
+        while !preparing.is_finished() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                connected += 1;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        held.abort();
+        let error = preparing
+            .await
+            .expect("task")
+            .expect_err("no book, no page");
+        assert!(
+            format!("{error:#}").contains("connecting to Redis"),
+            "{error:#}"
+        );
+        assert_eq!(connected, 0, "the page's port accepted a connection");
     }
 
     #[tokio::test]
