@@ -57,6 +57,8 @@ pub(crate) fn next_escape(bytes: &[u8], mut at: usize) -> usize {
         }
         at += 8;
     }
+    // A byte loop for the last few: on strings this short it costs less than one more word
+    // (a padded copy and the flag arithmetic) does.
     while at < bytes.len() && !needs_escape(bytes[at]) {
         at += 1;
     }
@@ -87,6 +89,27 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_next_escape_is_the_first_byte_at_or_after_the_start_that_needs_one(
+            // Bytes that must be escaped and the bytes just above them, before and after the
+            // start, and texts shorter and longer than a word.
+            bytes in proptest::collection::vec(
+                prop_oneof![
+                    Just(b'"'), Just(b'#'), Just(b'\\'), Just(b']'), Just(0u8), Just(0x1f),
+                    Just(b' '), Just(b'a'), Just(0x7f), Just(0x80), Just(0xff),
+                ],
+                0..24,
+            ),
+            start in 0usize..25,
+        ) {
+            let start = start.min(bytes.len());
+            let expected = bytes[start..]
+                .iter()
+                .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+                .map_or(bytes.len(), |i| start + i);
+            prop_assert_eq!(next_escape(&bytes, start), expected);
+        }
+
         #[test]
         fn any_text_is_written_as_serde_writes_it(
             // Space, `#` and `]` sit just above a byte that must be escaped (a control, `"`, a
