@@ -219,7 +219,7 @@ pub struct Catalog {
 }
 
 /// Every gated call looks up its tool here: foldhash, seeded per map like std's SipHash, hashes
-/// a name in a few instructions where SipHash took about a hundred. The names are the
+/// a name in a few instructions where SipHash took about 200. The names are the
 /// configuration's and the upstreams' listings (bounded by `max_tools_per_upstream`), not a
 /// client's.
 type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;

@@ -1,7 +1,7 @@
 //! The per-request bookkeeping of the layers around the parse: the allowed-host check every
 //! request passes, the two metrics every request records and the decision every gated call
-//! counts. Small each, but paid on every
-//! read, where the gateway's cost is spread thin over many such steps.
+//! counts. Small each, but paid on every read, where the gateway's cost is spread thin over
+//! many such steps.
 
 use std::hint::black_box;
 use std::time::Duration;
