@@ -209,6 +209,28 @@ async fn without_redis_confirmations_are_refused_reads_continue_and_recover_afte
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_replica_starts_over_a_slow_link_to_redis() {
+    // 100 ms each way: connecting and the first PING take several round trips, longer than one
+    // command's timeout (250 ms) but well inside the time connecting is allowed. (Commands over
+    // such a link time out and fail closed; that is the command timeout's job, not start-up's.)
+    let redis = RedisServer::start().await;
+    let (upstream, _executed) = upstream().await;
+    let slow = SlowLink::start(redis.port, Duration::from_millis(100)).await;
+    let far = replica(&upstream.url(), &slow.redis_url(), KEY_1).await;
+    let call = tool_call(3, "read", json!({}));
+    let answer = TestClient::default()
+        .post_json(&far.url, &[], &call.to_string())
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.json()["result"]["content"][0]["text"],
+        "ran",
+        "{}",
+        answer.text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_elicitation_answer_may_reach_another_replica() {
     let redis = RedisServer::start().await;
     let (upstream, executed) = upstream().await;

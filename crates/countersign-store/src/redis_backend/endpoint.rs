@@ -85,7 +85,8 @@ impl Endpoint {
         matches!(self.target, Target::Cluster(..))
     }
 
-    /// Opens the command connection and checks it answers a `PING` within `command_timeout`.
+    /// Opens the command connection and checks it answers a `PING` within the time allowed for
+    /// connecting and one command.
     pub(super) async fn connect(&self, command_timeout: Duration) -> Result<Commands, StoreError> {
         let commands = match &self.target {
             Target::Standalone(client, _) => {
@@ -107,7 +108,14 @@ impl Endpoint {
                 }
             }
         };
-        ping(&commands, command_timeout).await?;
+        // The manager connects on this first command: its TCP and TLS handshakes and the
+        // client's own setup commands come first, which one command's timeout does not cover
+        // on a slow link (start-up failed there at 250 ms). Connecting has its own allowance.
+        ping(
+            &commands,
+            connection_timeout(command_timeout) + command_timeout,
+        )
+        .await?;
         Ok(commands)
     }
 
