@@ -111,11 +111,7 @@ impl Endpoint {
         // The manager connects on this first command: its TCP and TLS handshakes and the
         // client's own setup commands come first, which one command's timeout does not cover
         // on a slow link (start-up failed there at 250 ms). Connecting has its own allowance.
-        ping(
-            &commands,
-            connection_timeout(command_timeout) + command_timeout,
-        )
-        .await?;
+        ping(&commands, first_answer_timeout(command_timeout)).await?;
         Ok(commands)
     }
 
@@ -183,6 +179,12 @@ pub(super) fn manager(
 /// never waits for it longer than its command timeout: the attempt goes on in the background.
 pub(super) fn connection_timeout(command_timeout: Duration) -> Duration {
     command_timeout.max(Duration::from_secs(1))
+}
+
+/// How long a caller waits for the first answer on a connection that is still to be made:
+/// connecting, then one command (start-up's `PING`, the hand-over's subscription).
+pub(super) fn first_answer_timeout(command_timeout: Duration) -> Duration {
+    connection_timeout(command_timeout) + command_timeout
 }
 
 /// `TCP_NODELAY`, because every command is one small write waiting for its answer; keepalive

@@ -28,7 +28,7 @@ use futures_util::future::{BoxFuture, FutureExt as _};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::endpoint::{Endpoint, connection_timeout};
+use super::endpoint::{Endpoint, first_answer_timeout};
 use super::{Commands, unexpected_reply, validate_namespace};
 use crate::{AnswerHandover, StoreError};
 
@@ -107,7 +107,7 @@ impl RedisAnswerHandover {
             subscriber,
         };
         let subscribing = subscribed_now.wait_for(|subscribed| *subscribed);
-        let limit = connection_timeout(command_timeout) + command_timeout;
+        let limit = first_answer_timeout(command_timeout);
         let subscribed = matches!(tokio::time::timeout(limit, subscribing).await, Ok(Ok(_)));
         if subscribed {
             Ok(handover)
