@@ -60,7 +60,14 @@ pub fn check_strict_json(data: &[u8]) {
 /// [`Payload::parse_with`] refuses exactly the bytes the strict parser refuses (with its error);
 /// an accepted payload round-trips through its canonical serialization.
 fn check_payload(data: &[u8], limits: &ParseLimits, parse_error: Option<&crate::ParseError>) {
-    let payload = match Payload::parse_with(Bytes::copy_from_slice(data), limits) {
+    let parsed = Payload::parse_with(Bytes::copy_from_slice(data), limits);
+    // The envelope reads the top-level members the strict scan noted; walking the parsed text
+    // instead must come to the same message or the same refusal.
+    if let Ok(raw) = RawJson::parse(Bytes::copy_from_slice(data), limits) {
+        let walked = Payload::from_raw(&raw).map_err(Error::Envelope);
+        assert_eq!(parsed, walked, "the noted members and a walk disagree");
+    }
+    let payload = match parsed {
         Ok(payload) => payload,
         Err(Error::Parse(e)) => {
             assert_eq!(

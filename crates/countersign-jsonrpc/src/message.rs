@@ -319,8 +319,8 @@ impl Payload {
     /// Strict parse with explicit limits, then [`Payload::from_raw`]. The messages keep slices
     /// of `bytes`; nothing is copied.
     pub fn parse_with(bytes: Bytes, limits: &ParseLimits) -> Result<Payload, Error> {
-        let (raw, folds) = RawJson::parse_noting_folds(bytes, limits)?;
-        Ok(Payload::from_raw_with(&raw, folds)?)
+        let (raw, folds, top) = RawJson::parse_noting_folds(bytes, limits)?;
+        Ok(Payload::from_raw_with(&raw, folds, top.as_ref())?)
     }
 
     /// The messages in order (one for a single message).

@@ -31,7 +31,7 @@ pub(crate) mod scan;
 pub(crate) mod tests;
 
 pub use scan::{Items, Members};
-pub(crate) use scan::{MemberAt, MemberWalk};
+pub(crate) use scan::{MemberAt, MemberWalk, TopMembers};
 
 /// The JSON type of a [`RawJson`], read from its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,11 +55,12 @@ impl RawJson {
         Ok(RawJson(bytes.slice(start..end)))
     }
 
-    /// [`RawJson::parse`], and what the parse learnt of the keys' folds.
+    /// [`RawJson::parse`], and what the parse learnt of the keys' folds and of the top-level
+    /// object's members.
     pub(crate) fn parse_noting_folds(
         bytes: Bytes,
         limits: &ParseLimits,
-    ) -> Result<(RawJson, KeyFolds), ParseError> {
+    ) -> Result<(RawJson, KeyFolds, Option<TopMembers>), ParseError> {
         let scanned = strict::scan_strict(&bytes, limits)?;
         let raw = RawJson(bytes.slice(scanned.start..scanned.end));
         let folds = if scanned.fold_free {
@@ -67,7 +68,7 @@ impl RawJson {
         } else {
             KeyFolds::Unchecked
         };
-        Ok((raw, folds))
+        Ok((raw, folds, scanned.top))
     }
 
     /// [`RawJson::parse`] of a copy of `bytes`, with [`ParseLimits::default`].

@@ -20,6 +20,8 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Visitor};
 use serde_json::Value;
 
+use crate::raw::TopMembers;
+
 #[cfg(test)]
 mod differential;
 mod keys;
@@ -147,6 +149,9 @@ pub(crate) struct Scanned {
     /// `OpenObjects::fold_free`); `false` means only that it was not settled, and the envelope
     /// checks its members itself.
     pub(crate) fold_free: bool,
+    /// The top-level object's members, when the value is an object with no more of them than
+    /// [`TopMembers`] holds.
+    pub(crate) top: Option<TopMembers>,
 }
 
 /// [`validate_strict`], keeping what the scan learnt of the keys.

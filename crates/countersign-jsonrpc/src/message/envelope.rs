@@ -8,7 +8,7 @@ use super::{
     Notification, Payload, Request, RequestId, Response, canonical_i64,
 };
 use crate::fold::{self, KeyCheck};
-use crate::raw::{Kind, RawJson};
+use crate::raw::{Kind, MemberAt, RawJson, TopMembers};
 
 /// What is known of a body's keys before the envelope reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,22 +274,39 @@ impl Message {
     /// Validates one strictly parsed message against the envelope rules. The message keeps
     /// slices of `raw`.
     pub fn from_raw(raw: &RawJson) -> Result<Message, EnvelopeError> {
-        Self::from_raw_with(raw, KeyFolds::Unchecked)
+        Self::from_raw_with(raw, KeyFolds::Unchecked, None)
     }
 
-    /// [`Message::from_raw`], sparing the fold checks the strict parse already settled.
-    fn from_raw_with(raw: &RawJson, key_folds: KeyFolds) -> Result<Message, EnvelopeError> {
+    /// [`Message::from_raw`], sparing the fold checks the strict parse already settled, and
+    /// the walk over its members when the parse noted them (`top`, found in `raw`'s text).
+    fn from_raw_with(
+        raw: &RawJson,
+        key_folds: KeyFolds,
+        top: Option<&TopMembers>,
+    ) -> Result<Message, EnvelopeError> {
         let Some(walk) = raw.member_walk() else {
             return Err(EnvelopeError::NotAnObject);
         };
-        // One walk fills the slots and gathers the keys for the fold check, which is decided
+        let mut walked;
+        let mut noted;
+        let members: &mut dyn Iterator<Item = MemberAt> = match top {
+            Some(top) => {
+                noted = top.as_slice().iter().copied();
+                &mut noted
+            }
+            None => {
+                walked = walk.clone();
+                &mut walked
+            }
+        };
+        // One pass fills the slots and gathers the keys for the fold check, which is decided
         // first, so `Method` next to `method` is reported as the collision it is.
         let mut folds = KeyCheck::new();
         let mut unknown = None;
         let (mut version, mut id, mut method, mut params, mut result, mut error) =
             (None, None, None, None, None, None);
         let unchecked = key_folds == KeyFolds::Unchecked;
-        for member in walk.clone() {
+        for member in members {
             if unchecked {
                 folds.add(&walk, &member);
             }
@@ -376,13 +393,18 @@ impl Payload {
 
     /// Validates a strictly parsed body: one message object or a non-empty batch of them.
     pub fn from_raw(raw: &RawJson) -> Result<Payload, EnvelopeError> {
-        Self::from_raw_with(raw, KeyFolds::Unchecked)
+        Self::from_raw_with(raw, KeyFolds::Unchecked, None)
     }
 
-    /// [`Payload::from_raw`], sparing the fold checks the strict parse already settled.
-    pub(crate) fn from_raw_with(raw: &RawJson, folds: KeyFolds) -> Result<Payload, EnvelopeError> {
+    /// [`Payload::from_raw`], sparing the fold checks the strict parse already settled, and
+    /// the walk over a single message's members when the parse noted them (`top`).
+    pub(crate) fn from_raw_with(
+        raw: &RawJson,
+        folds: KeyFolds,
+        top: Option<&TopMembers>,
+    ) -> Result<Payload, EnvelopeError> {
         match raw.kind() {
-            Kind::Object => Ok(Payload::Single(Message::from_raw_with(raw, folds)?)),
+            Kind::Object => Ok(Payload::Single(Message::from_raw_with(raw, folds, top)?)),
             Kind::Array => {
                 let messages = raw
                     .items()
@@ -390,7 +412,7 @@ impl Payload {
                     .flatten()
                     .enumerate()
                     .map(|(index, item)| {
-                        Message::from_raw_with(&item, folds).map_err(|error| {
+                        Message::from_raw_with(&item, folds, None).map_err(|error| {
                             EnvelopeError::InBatch {
                                 index,
                                 error: Box::new(error),

@@ -223,13 +223,68 @@ pub(super) fn member_ranges(text: &[u8]) -> Vec<(u32, u32, u32, u32)> {
 }
 
 /// Where one member of an object sits: its key token (quotes included) and its value.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct MemberAt {
     /// The key token, quotes included.
     pub(super) key: (usize, usize),
     /// Whether the key token has an escape (it is not its own text).
     escaped: bool,
     pub(super) value: (usize, usize),
+}
+
+/// The members of a body's top-level object as the strict scan passed them, so that the
+/// envelope reads them without walking the text again: that walk skipped `params` value by
+/// value, the body's largest member. A message has at most five members; an object with more
+/// than fit here (which the envelope refuses anyway) is walked as before.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TopMembers {
+    found: [MemberAt; TopMembers::CAPACITY],
+    len: usize,
+    overflowed: bool,
+}
+
+impl TopMembers {
+    pub(crate) const CAPACITY: usize = 6;
+
+    /// A member whose key token spans `key` (`escaped` if it has an escape) and whose value
+    /// starts at `value_start`; its end comes with [`TopMembers::value_ends`].
+    pub(crate) fn push(&mut self, key: (usize, usize), escaped: bool, value_start: usize) {
+        match self.found.get_mut(self.len) {
+            Some(slot) => {
+                *slot = MemberAt {
+                    key,
+                    escaped,
+                    value: (value_start, value_start),
+                };
+                self.len += 1;
+            }
+            None => self.overflowed = true,
+        }
+    }
+
+    /// The value of the member pushed last ends just before `at`.
+    pub(crate) fn value_ends(&mut self, at: usize) {
+        if let Some(last) = self.len.checked_sub(1).and_then(|i| self.found.get_mut(i)) {
+            last.value.1 = at;
+        }
+    }
+
+    /// The members, positioned in the text from `start` on (where the object starts in what
+    /// was scanned); `None` when they did not all fit.
+    pub(crate) fn rebased(mut self, start: usize) -> Option<Self> {
+        if self.overflowed {
+            return None;
+        }
+        for member in &mut self.found[..self.len] {
+            member.key = (member.key.0 - start, member.key.1 - start);
+            member.value = (member.value.0 - start, member.value.1 - start);
+        }
+        Some(self)
+    }
+
+    pub(crate) fn as_slice(&self) -> &[MemberAt] {
+        &self.found[..self.len]
+    }
 }
 
 /// The members of an object's text, found without reading them: no key is unescaped and no

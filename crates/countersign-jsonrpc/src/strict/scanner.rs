@@ -12,7 +12,7 @@ use super::{
     ParseError, SERDE_JSON_DEPTH_CEILING, SERDE_JSON_NUMBER_TOKEN, SERDE_JSON_PRIVATE_PREFIX,
     Scanned,
 };
-use crate::raw::next_escape;
+use crate::raw::{TopMembers, next_escape};
 
 // `Scanner::objects` keeps one bit per open container.
 const _: () = assert!(SERDE_JSON_DEPTH_CEILING < u128::BITS as usize);
@@ -38,6 +38,7 @@ pub(super) fn scan(text: &str, max_depth: usize) -> Result<Scanned, ParseError> 
         objects: 0,
         in_object: false,
         keys: OpenObjects::default(),
+        top: TopMembers::default(),
     };
     scanner.skip_whitespace();
     let start = scanner.at;
@@ -51,6 +52,9 @@ pub(super) fn scan(text: &str, max_depth: usize) -> Result<Scanned, ParseError> 
         start,
         end,
         fold_free: scanner.keys.fold_free(),
+        top: (text.as_bytes().get(start) == Some(&b'{'))
+            .then_some(scanner.top)
+            .and_then(|top| top.rebased(start)),
     })
 }
 
@@ -66,6 +70,8 @@ struct Scanner<'a> {
     /// apart from `objects`, where reading a bit takes a 128-bit shift.
     in_object: bool,
     keys: OpenObjects<'a>,
+    /// The members of the top-level object, when it is one.
+    top: TopMembers,
 }
 
 impl<'a> Scanner<'a> {
@@ -108,6 +114,7 @@ impl<'a> Scanner<'a> {
                             self.at += 1;
                         }
                         Some(b'"') => {
+                            let key_start = self.at;
                             let key = self.key()?;
                             // serde_json-based upstreams read an object whose first key is this
                             // token as a number, not as nesting: `member` refuses it as a
@@ -116,7 +123,7 @@ impl<'a> Scanner<'a> {
                                 self.room()?;
                             }
                             self.open(true);
-                            self.member(key)?;
+                            self.member(key_start, key)?;
                             continue;
                         }
                         Some(_) => return Err(self.syntax("expected a string key")),
@@ -137,6 +144,9 @@ impl<'a> Scanner<'a> {
                 if self.depth == 0 {
                     return Ok(());
                 }
+                if self.depth == 1 && self.in_object {
+                    self.top.value_ends(self.at);
+                }
                 self.skip_whitespace();
                 match (self.peek(), self.in_object) {
                     (Some(b','), false) => {
@@ -156,8 +166,9 @@ impl<'a> Scanner<'a> {
                         self.skip_whitespace();
                         match self.peek() {
                             Some(b'"') => {
+                                let key_start = self.at;
                                 let key = self.key()?;
-                                self.member(key)?;
+                                self.member(key_start, key)?;
                                 break;
                             }
                             Some(b'}') => return Err(self.syntax("trailing comma")),
@@ -215,10 +226,14 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// Checks a key just read, then reads the colon after it. The order decides which refusal a
-    /// body with several faults gets: reserved before duplicate, both before anything after the
-    /// key.
-    fn member(&mut self, key: Cow<'a, str>) -> Result<(), ParseError> {
+    /// Checks a key just read (its token starting at `key_start`), then reads the colon after
+    /// it. The order decides which refusal a body with several faults gets: reserved before
+    /// duplicate, both before anything after the key. A member of the top-level object is
+    /// noted for the envelope.
+    fn member(&mut self, key_start: usize, key: Cow<'a, str>) -> Result<(), ParseError> {
+        let key_end = self.at;
+        // Only keys with escapes are unescaped into a `String` of their own.
+        let escaped = matches!(key, Cow::Owned(_));
         if key.starts_with(SERDE_JSON_PRIVATE_PREFIX) {
             return Err(ParseError::ReservedKey {
                 key: key.into_owned(),
@@ -233,6 +248,10 @@ impl<'a> Scanner<'a> {
         match self.peek() {
             Some(b':') => {
                 self.at += 1;
+                if self.depth == 1 {
+                    self.skip_whitespace();
+                    self.top.push((key_start, key_end), escaped, self.at);
+                }
                 Ok(())
             }
             Some(_) => Err(self.syntax("expected `:`")),
