@@ -25,7 +25,7 @@ pub struct RequestContext {
     /// The route the request's path selects. Written by hardening (and by the legacy clients'
     /// adapter).
     pub route: Option<Route>,
-    /// Who is calling. Written by the identity layer.
+    /// Who is calling. Written by the identity layer, taken by approval.
     pub caller: Option<Caller>,
     /// The body bytes the parsed request holds of the listener's budget, for as long as the
     /// request lives. Written by the parse layer.

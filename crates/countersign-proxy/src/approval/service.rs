@@ -60,12 +60,12 @@ where
             return ResponseFuture::answered(error.into_response(None));
         };
         let classification = context.classification.take().unwrap_or_default();
-        let caller = context.caller.as_ref().map(|caller| caller.0.as_ref());
+        // Nothing below reads the caller again: taken, not copied.
+        let principal = context.caller.take().and_then(|caller| caller.0);
         let post = match body {
             Parsed::NoBody => return self.no_body(parts),
             Parsed::Message(post) => post,
         };
-        let principal = caller.flatten().cloned();
         let asked = Asked::of(&post);
         let stateless = asked.stateless;
         let InspectedPost {
@@ -307,9 +307,8 @@ where
             Action::Allow => {
                 gated.audit("decision", "allowed", None, None, None);
                 let call = gated.judged.call.strip_approval(call, false);
-                let audit = gated.call_audit(None, None, None);
-                let mut request =
-                    Request::from_parts(gated.parts, Cleared::call(call, gated.mirrored));
+                let (parts, mirrored, audit) = gated.into_allowed();
+                let mut request = Request::from_parts(parts, Cleared::call(call, mirrored));
                 request.extensions_mut().context_mut().audits.push(audit);
                 ResponseFuture::inner(self.inner.call(request))
             }

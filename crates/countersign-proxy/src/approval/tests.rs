@@ -164,7 +164,9 @@ async fn an_allowed_call_is_forwarded_without_token_artefacts_and_with_its_audit
     call["params"]["_meta"] = json!({"countersign/confirmationToken": "left-over",
                                      "progressToken": 5});
 
-    let (response, received) = gateway.post(&[], &call).await;
+    let (response, received) = gateway
+        .post(&[("mcp-session-id", "session-7")], &call)
+        .await;
 
     let answer = body_json(response).await;
     assert_eq!(
@@ -189,6 +191,7 @@ async fn an_allowed_call_is_forwarded_without_token_artefacts_and_with_its_audit
     );
     assert_eq!((audit.risk, audit.action), ("read", "allow"));
     assert_eq!(audit.rule, "default");
+    assert_eq!(audit.session.as_deref(), Some("session-7"));
     assert!(audit.channel.is_none() && audit.jti.is_none());
 }
 
