@@ -234,8 +234,9 @@ pub(crate) struct MemberAt {
 
 /// The members of a body's top-level object as the strict scan passed them, so that the
 /// envelope reads them without walking the text again: that walk skipped `params` value by
-/// value, the body's largest member. A message has at most five members; an object with more
-/// than fit here (which the envelope refuses anyway) is walked as before.
+/// value, the body's largest member. The envelope knows six member names and a valid message
+/// has at most four; an object with more than six (which has a member the envelope refuses) is
+/// walked as before.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct TopMembers {
     found: [MemberAt; TopMembers::CAPACITY],

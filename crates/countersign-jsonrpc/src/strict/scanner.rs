@@ -145,6 +145,7 @@ impl<'a> Scanner<'a> {
                     return Ok(());
                 }
                 if self.depth == 1 && self.in_object {
+                    // The value just ended is a member's of the top-level object: the last noted.
                     self.top.value_ends(self.at);
                 }
                 self.skip_whitespace();
