@@ -44,7 +44,7 @@ impl<F> std::fmt::Debug for ResponseFuture<F> {
 
 impl<F, E> Future for ResponseFuture<F>
 where
-    F: Future<Output = Result<Response<ResponseBody>, E>>,
+    F: Future<Output = Result<(Response<ResponseBody>, ForwardOutcome), E>>,
 {
     type Output = Result<Response<ResponseBody>, E>;
 
@@ -52,19 +52,15 @@ where
         let this = self.project();
         let result = ready!(this.inner.poll(cx));
         if let Some(pending) = this.pending.take() {
-            // A response without the forwarder's outcome never reached the upstream.
             let outcome = match &result {
-                Ok(response) => response
-                    .extensions()
-                    .get::<ForwardOutcome>()
-                    .map_or("internal_error", |o| o.0),
+                Ok((_, outcome)) => outcome.0,
                 Err(_) => "internal_error",
             };
             for call in &pending.calls {
                 record_outcome(&pending, call, outcome);
             }
         }
-        Poll::Ready(result)
+        Poll::Ready(result.map(|(response, _)| response))
     }
 }
 

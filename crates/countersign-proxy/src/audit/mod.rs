@@ -1,7 +1,7 @@
 //! The audit trail. [`AuditSink`] writes the JSON lines; the audit layer, just above the
 //! forwarder, writes the one `outcome` line of every call the approval layer let through, from
 //! the [`CallAudit`] that layer attached to the request and the [`ForwardOutcome`] the forwarder
-//! attached to the response. Decisions (held, denied, confirmed…) are written where they are
+//! answers with, beside its response. Decisions (held, denied, confirmed…) are written where they are
 //! made, by the approval layer.
 
 mod future;
@@ -35,7 +35,9 @@ pub struct CallAudit {
     pub started: Instant,
 }
 
-/// How forwarding ended (`forwarded`, `upstream_error`, …), in response extensions.
+/// How forwarding ended (`forwarded`, `upstream_error`, …): the forwarder answers with it
+/// beside the response. A response's type map would cost three allocations a call to carry
+/// this one word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardOutcome(pub &'static str);
 

@@ -4,13 +4,14 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower::Service;
 
-use super::AuditSink;
 use super::future::ResponseFuture;
+use super::{AuditSink, ForwardOutcome};
 use crate::body::ResponseBody;
 use crate::clock::Clock;
 use crate::context::RequestContextExt;
 
-/// Writes the outcome line of every audited call once the inner service answers.
+/// Writes the outcome line of every audited call once the inner service (the forwarder) answers
+/// with its response and how forwarding ended.
 #[derive(Debug, Clone)]
 pub struct AuditOutcomes<S> {
     pub(super) inner: S,
@@ -20,7 +21,7 @@ pub struct AuditOutcomes<S> {
 
 impl<S, B> Service<Request<B>> for AuditOutcomes<S>
 where
-    S: Service<Request<B>, Response = Response<ResponseBody>>,
+    S: Service<Request<B>, Response = (Response<ResponseBody>, ForwardOutcome)>,
 {
     type Response = Response<ResponseBody>;
     type Error = S::Error;

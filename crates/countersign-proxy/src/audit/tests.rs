@@ -4,12 +4,13 @@ use std::time::Duration;
 use http::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
+use tower_test::mock;
 
 use super::{AuditLayer, CallAudit, ForwardOutcome};
-use crate::body::ResponseBody;
+use crate::body::{BoxError, ResponseBody};
 use crate::clock::{Clock, ManualClock};
 use crate::context::RequestContextExt;
-use crate::testing::{AuditLines, json_response, mock_inner, recording_audit, unused_route};
+use crate::testing::{AuditLines, json_response, recording_audit, unused_route};
 
 fn call_audit(clock: &dyn Clock) -> CallAudit {
     CallAudit {
@@ -27,24 +28,29 @@ fn call_audit(clock: &dyn Clock) -> CallAudit {
     }
 }
 
-/// Sends `request` through the audit layer to a mock that answers `answer` after `delay`;
-/// returns the client's response and every audit line written.
+/// What the forwarder answers the audit layer with.
+type Forwarded = (Response<ResponseBody>, ForwardOutcome);
+
+/// Sends `request` through the audit layer to a mock forwarder that answers `answer` (or fails,
+/// for `Err`) after `delay`; returns what the client got and every audit line written.
 async fn audited(
     request: Request<()>,
     clock: Arc<ManualClock>,
     delay: Duration,
-    answer: Response<ResponseBody>,
-) -> (Response<ResponseBody>, Vec<Value>) {
+    answer: Result<Forwarded, &'static str>,
+) -> (Result<Response<ResponseBody>, BoxError>, Vec<Value>) {
     let (sink, lines): (_, AuditLines) = recording_audit();
-    let (inner, mut handle) = mock_inner::<()>();
+    let (inner, mut handle) = mock::pair::<Request<()>, Forwarded>();
     let service = AuditLayer::new(sink, clock).layer(inner);
     let upstream = async {
         let (_, reply) = handle.next_request().await.expect("the call goes on");
         tokio::time::advance(delay).await;
-        reply.send_response(answer);
+        match answer {
+            Ok(answer) => reply.send_response(answer),
+            Err(error) => reply.send_error(error),
+        }
     };
     let (response, ()) = tokio::join!(service.oneshot(request), upstream);
-    let Ok(response) = response;
     // The service and its future are gone, so the sink's writer thread ends.
     (response, lines.collect())
 }
@@ -57,10 +63,9 @@ fn request_with(audit: Option<CallAudit>) -> Request<()> {
     request
 }
 
-fn outcome(outcome: &'static str) -> Response<ResponseBody> {
-    let mut response = json_response(&json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
-    response.extensions_mut().insert(ForwardOutcome(outcome));
-    response
+fn outcome(outcome: &'static str) -> Result<Forwarded, &'static str> {
+    let response = json_response(&json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
+    Ok((response, ForwardOutcome(outcome)))
 }
 
 #[tokio::test(start_paused = true)]
@@ -76,6 +81,7 @@ async fn a_forwarded_call_gets_one_outcome_line_with_its_latency() {
     )
     .await;
 
+    let response = response.expect("answered");
     assert_eq!(response.status(), StatusCode::OK, "the answer is relayed");
     let [line] = lines.as_slice() else {
         panic!("expected one audit line, got {lines:?}");
@@ -96,12 +102,13 @@ async fn a_forwarded_call_gets_one_outcome_line_with_its_latency() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_response_without_the_forwarders_outcome_is_audited_as_an_internal_error() {
+async fn a_forwarder_that_fails_is_audited_as_an_internal_error() {
     let clock = Arc::new(ManualClock::at_unix_secs(1_800_000_000));
     let request = request_with(Some(call_audit(clock.as_ref())));
 
-    let (_, lines) = audited(request, clock, Duration::ZERO, json_response(&json!({}))).await;
+    let (response, lines) = audited(request, clock, Duration::ZERO, Err("broken")).await;
 
+    assert!(response.is_err(), "the failure is passed on");
     let [line] = lines.as_slice() else {
         panic!("expected one audit line, got {lines:?}");
     };
@@ -121,6 +128,7 @@ async fn a_request_without_a_call_audit_writes_nothing() {
     )
     .await;
 
+    let response = response.expect("answered");
     assert_eq!(response.status(), StatusCode::OK, "the answer is relayed");
     assert!(lines.is_empty(), "{lines:?}");
 }

@@ -3,6 +3,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use countersign_jsonrpc::message::{Message, Payload, RequestId};
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Map};
 use http::request::Parts;
 use http::{Method, Request, Response};
 use tower::Service;
@@ -12,7 +14,6 @@ use crate::audit::ForwardOutcome;
 use crate::body::ResponseBody;
 use crate::context::RequestContextExt;
 use crate::error::ProxyError;
-use crate::future::ResponseFuture;
 use crate::metrics::{ProxyMetrics, method_label};
 use crate::relay::{PendingAnswers, StreamSettings, WatchResponses, relay};
 use crate::upstream::Forwarded;
@@ -46,10 +47,13 @@ impl Forwarder {
     }
 }
 
+/// The forwarder's answer: the response, and how forwarding ended for the audit layer above.
+type Outcome = (Response<ResponseBody>, ForwardOutcome);
+
 impl Service<Request<Cleared>> for Forwarder {
-    type Response = Response<ResponseBody>;
+    type Response = Outcome;
     type Error = Infallible;
-    type Future = ResponseFuture<std::future::Ready<Result<Response<ResponseBody>, Infallible>>>;
+    type Future = Map<BoxFuture<'static, Outcome>, fn(Outcome) -> Result<Outcome, Infallible>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
@@ -60,15 +64,18 @@ impl Service<Request<Cleared>> for Forwarder {
         // apart itself, or an async block around it, would each keep a second copy of the
         // request in the boxed state, which is moved whole into its box on every call.
         let (parts, cleared) = request.into_parts();
-        ResponseFuture::working(Shared::forward(self.shared.clone(), parts, cleared))
+        let forward: BoxFuture<'static, Outcome> =
+            Box::pin(Shared::forward(self.shared.clone(), parts, cleared));
+        forward.map(Ok)
     }
 }
 
 impl Shared {
-    async fn forward(self: Arc<Self>, parts: Parts, cleared: Cleared) -> Response<ResponseBody> {
+    async fn forward(self: Arc<Self>, parts: Parts, cleared: Cleared) -> Outcome {
         let Some(route) = parts.extensions.route() else {
-            return ProxyError::Internal("request reached the forwarder without a route".into())
-                .into_response(None);
+            let error =
+                ProxyError::Internal("request reached the forwarder without a route".into());
+            return (error.into_response(None), ForwardOutcome("internal_error"));
         };
         let (method, id) = labels(&parts.method, cleared.payload());
         let forwarded = Forwarded {
@@ -96,19 +103,15 @@ impl Shared {
         )
         .await;
         match relayed {
-            Ok(mut response) => {
+            Ok(response) => {
                 self.metrics
                     .record_request(route.label, method, "forwarded");
-                response
-                    .extensions_mut()
-                    .insert(ForwardOutcome("forwarded"));
-                response
+                (response, ForwardOutcome("forwarded"))
             }
             Err(error) => {
                 let outcome = ForwardOutcome(error.outcome());
-                let mut response = error.answer(id.as_ref(), &self.metrics, route.label, method);
-                response.extensions_mut().insert(outcome);
-                response
+                let response = error.answer(id.as_ref(), &self.metrics, route.label, method);
+                (response, outcome)
             }
         }
     }
