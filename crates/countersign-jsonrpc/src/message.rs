@@ -319,7 +319,7 @@ impl Payload {
     /// Strict parse with explicit limits, then [`Payload::from_raw`]. The messages keep slices
     /// of `bytes`; nothing is copied.
     pub fn parse_with(bytes: Bytes, limits: &ParseLimits) -> Result<Payload, Error> {
-        let (raw, folds, top) = RawJson::parse_noting_folds(bytes, limits)?;
+        let (raw, folds, top) = RawJson::parse_noting_keys(bytes, limits)?;
         Ok(Payload::from_raw_with(&raw, folds, top.as_ref())?)
     }
 

@@ -55,9 +55,9 @@ impl RawJson {
         Ok(RawJson(bytes.slice(start..end)))
     }
 
-    /// [`RawJson::parse`], and what the parse learnt of the keys' folds and of the top-level
-    /// object's members.
-    pub(crate) fn parse_noting_folds(
+    /// [`RawJson::parse`], and what the parse learnt of the keys: whether any fold together,
+    /// and where the top-level object's members sit.
+    pub(crate) fn parse_noting_keys(
         bytes: Bytes,
         limits: &ParseLimits,
     ) -> Result<(RawJson, KeyFolds, Option<TopMembers>), ParseError> {

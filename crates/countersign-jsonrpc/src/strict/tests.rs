@@ -543,7 +543,7 @@ proptest! {
     fn the_scan_notes_the_top_members_a_walk_finds(value in arb_json(), seed in any::<u64>()) {
         let text = crate::raw::tests::write_text(&value, seed);
         let (raw, _, top) =
-            RawJson::parse_noting_folds(Bytes::from(text.clone()), &ParseLimits::default())
+            RawJson::parse_noting_keys(Bytes::from(text.clone()), &ParseLimits::default())
                 .expect("valid");
         match raw.member_walk() {
             None => prop_assert!(top.is_none(), "{text:?} is no object"),

@@ -6,7 +6,7 @@ use std::task::{Context, Poll, ready};
 use http::Response;
 use pin_project_lite::pin_project;
 
-use super::{AuditRecord, AuditSink, CallAudit, ForwardOutcome, timestamp};
+use super::{AuditRecord, AuditSink, CallAudit, ForwardReply, timestamp};
 use crate::body::ResponseBody;
 use crate::clock::Clock;
 use crate::route::RouteTarget;
@@ -44,7 +44,7 @@ impl<F> std::fmt::Debug for ResponseFuture<F> {
 
 impl<F, E> Future for ResponseFuture<F>
 where
-    F: Future<Output = Result<(Response<ResponseBody>, ForwardOutcome), E>>,
+    F: Future<Output = Result<ForwardReply, E>>,
 {
     type Output = Result<Response<ResponseBody>, E>;
 

@@ -36,10 +36,13 @@ pub struct CallAudit {
 }
 
 /// How forwarding ended (`forwarded`, `upstream_error`, …): the forwarder answers with it
-/// beside the response. A response's type map would cost three allocations a call to carry
-/// this one word.
+/// beside the response ([`ForwardReply`]). A response's type map would cost three allocations a
+/// call to carry this one word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardOutcome(pub &'static str);
+
+/// What the forwarder answers the audit layer with: the response, and how forwarding ended.
+pub type ForwardReply = (http::Response<crate::body::ResponseBody>, ForwardOutcome);
 
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@ use http::{Request, Response};
 use tower::Service;
 
 use super::future::ResponseFuture;
-use super::{AuditSink, ForwardOutcome};
+use super::{AuditSink, ForwardReply};
 use crate::body::ResponseBody;
 use crate::clock::Clock;
 use crate::context::RequestContextExt;
@@ -21,7 +21,7 @@ pub struct AuditOutcomes<S> {
 
 impl<S, B> Service<Request<B>> for AuditOutcomes<S>
 where
-    S: Service<Request<B>, Response = (Response<ResponseBody>, ForwardOutcome)>,
+    S: Service<Request<B>, Response = ForwardReply>,
 {
     type Response = Response<ResponseBody>;
     type Error = S::Error;

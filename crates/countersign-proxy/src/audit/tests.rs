@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
 use tower_test::mock;
 
-use super::{AuditLayer, CallAudit, ForwardOutcome};
+use super::{AuditLayer, CallAudit, ForwardOutcome, ForwardReply};
 use crate::body::{BoxError, ResponseBody};
 use crate::clock::{Clock, ManualClock};
 use crate::context::RequestContextExt;
@@ -28,19 +28,16 @@ fn call_audit(clock: &dyn Clock) -> CallAudit {
     }
 }
 
-/// What the forwarder answers the audit layer with.
-type Forwarded = (Response<ResponseBody>, ForwardOutcome);
-
 /// Sends `request` through the audit layer to a mock forwarder that answers `answer` (or fails,
 /// for `Err`) after `delay`; returns what the client got and every audit line written.
 async fn audited(
     request: Request<()>,
     clock: Arc<ManualClock>,
     delay: Duration,
-    answer: Result<Forwarded, &'static str>,
+    answer: Result<ForwardReply, &'static str>,
 ) -> (Result<Response<ResponseBody>, BoxError>, Vec<Value>) {
     let (sink, lines): (_, AuditLines) = recording_audit();
-    let (inner, mut handle) = mock::pair::<Request<()>, Forwarded>();
+    let (inner, mut handle) = mock::pair::<Request<()>, ForwardReply>();
     let service = AuditLayer::new(sink, clock).layer(inner);
     let upstream = async {
         let (_, reply) = handle.next_request().await.expect("the call goes on");
@@ -63,7 +60,7 @@ fn request_with(audit: Option<CallAudit>) -> Request<()> {
     request
 }
 
-fn outcome(outcome: &'static str) -> Result<Forwarded, &'static str> {
+fn outcome(outcome: &'static str) -> Result<ForwardReply, &'static str> {
     let response = json_response(&json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
     Ok((response, ForwardOutcome(outcome)))
 }

@@ -6,12 +6,11 @@ use countersign_jsonrpc::message::{Message, Payload, RequestId};
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Map};
 use http::request::Parts;
-use http::{Method, Request, Response};
+use http::{Method, Request};
 use tower::Service;
 
 use crate::approval::Cleared;
-use crate::audit::ForwardOutcome;
-use crate::body::ResponseBody;
+use crate::audit::{ForwardOutcome, ForwardReply};
 use crate::context::RequestContextExt;
 use crate::error::ProxyError;
 use crate::metrics::{ProxyMetrics, method_label};
@@ -47,13 +46,11 @@ impl Forwarder {
     }
 }
 
-/// The forwarder's answer: the response, and how forwarding ended for the audit layer above.
-type Outcome = (Response<ResponseBody>, ForwardOutcome);
-
 impl Service<Request<Cleared>> for Forwarder {
-    type Response = Outcome;
+    type Response = ForwardReply;
     type Error = Infallible;
-    type Future = Map<BoxFuture<'static, Outcome>, fn(Outcome) -> Result<Outcome, Infallible>>;
+    type Future =
+        Map<BoxFuture<'static, ForwardReply>, fn(ForwardReply) -> Result<ForwardReply, Infallible>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
@@ -64,14 +61,14 @@ impl Service<Request<Cleared>> for Forwarder {
         // apart itself, or an async block around it, would each keep a second copy of the
         // request in the boxed state, which is moved whole into its box on every call.
         let (parts, cleared) = request.into_parts();
-        let forward: BoxFuture<'static, Outcome> =
+        let forward: BoxFuture<'static, ForwardReply> =
             Box::pin(Shared::forward(self.shared.clone(), parts, cleared));
         forward.map(Ok)
     }
 }
 
 impl Shared {
-    async fn forward(self: Arc<Self>, parts: Parts, cleared: Cleared) -> Outcome {
+    async fn forward(self: Arc<Self>, parts: Parts, cleared: Cleared) -> ForwardReply {
         let Some(route) = parts.extensions.route() else {
             let error =
                 ProxyError::Internal("request reached the forwarder without a route".into());
