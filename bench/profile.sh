@@ -79,6 +79,29 @@ wait "$WRK_PID"
     perf report -i "$RESULTS/perf.data" --children --sort symbol --stdio -g none --percent-limit 0.5 2>/dev/null \
         | grep -v '^#' | grep -v '^$' | grep -v '(inlined)' | sed 's/  */ /g; s/ - - *$//' \
         | grep -E 'countersign|hyper|serde|http::|tokio::sync|prometheus|tracing|malloc|free|memmove|writev|recv|epoll' | cut -c1-200
+    echo
+    echo "# samples of the gateway's own code on atomic instructions"
+    # A locked instruction's cost lands on it or, by the sampling's skid, on the one after it:
+    # reference counts (Arc, Bytes), tokio's task states, mutexes. Counted over every annotated
+    # instruction of the binary, weighted by its function's samples.
+    perf annotate -i "$RESULTS/perf.data" --stdio --dsos "$ROOT/target/release/countersign" 2>/dev/null \
+        | python3 -c '
+import re, sys
+weight, rows = None, []
+for line in sys.stdin:
+    header = re.search(r"Disassembly of (.*) for .* \((\d+) samples", line)
+    if header:
+        weight, function = int(header.group(2)), header.group(1)
+        continue
+    row = re.match(r"\s*([0-9.]+)\s*:\s*[0-9a-f]+:\s*(.*)", line)
+    if row and weight:
+        rows.append((function, weight * float(row.group(1)) / 100, row.group(2)))
+total = sum(n for _, n, _ in rows)
+atomic = sum(n for i, (f, n, ins) in enumerate(rows)
+             if ins.startswith(("lock", "xchg"))
+             or (i and rows[i - 1][0] == f and rows[i - 1][2].startswith("lock")))
+print(f"{atomic:.0f} of {total:.0f} samples ({100 * atomic / max(total, 1):.1f} %)")
+'
 } >"$RESULTS/profile.txt"
 log "wrote $RESULTS/profile.txt and $RESULTS/perf.data"
 head -n 80 "$RESULTS/profile.txt"
