@@ -5,9 +5,10 @@
 #   bash bench/copies.sh
 #
 # Setup as bench/syscalls.sh: nginx answering every POST with bench/upstream_response.json, the
-# gateway (release build, one tokio worker) in front of it, wrk sending bench/tools_call.lua on 8
-# connections. A uprobe stops the gateway at every copy, so it runs a few hundred requests a
-# second while counted: the figures are per request, not a speed. Copies the compiler inlines
+# gateway (release build, one tokio worker) in front of it, wrk sending bench/tools_call.lua (on
+# 8 connections to warm up, then on one while counted, so perf keeps up with the stacks). A
+# uprobe stops the gateway at every copy, so it runs a few hundred requests a second while
+# counted: the figures are per request, not a speed. Copies the compiler inlines
 # (small moves of known size) are not calls and are not counted; libc's copy routine is what
 # shows in a CPU profile (`__memmove_avx_unaligned_erms`, bench/profile.sh).
 # Needs root (uprobes) and perf (apt package linux-perf).
