@@ -204,7 +204,7 @@ pub(crate) struct NoEdits;
 
 impl WatchResponses for NoEdits {
     fn watch(
-        &self,
+        self: Arc<Self>,
         _route: &RouteTarget,
         _request: &http::request::Parts,
         _payload: Option<&Payload>,

@@ -83,7 +83,7 @@ impl Shared {
         };
         // Every relayed response is watched, so the catalog never trusts a listing the
         // upstream itself declared outdated.
-        let observer = self.watch.watch(route, &parts, cleared.payload());
+        let observer = self.watch.clone().watch(route, &parts, cleared.payload());
         send_with_the_burst().await;
         let relayed = relay(
             route,

@@ -15,6 +15,8 @@ pub use pending::PendingAnswers;
 pub use quiet::QuietLimits;
 pub use sse::{SseRelay, StreamSettings};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use countersign_jsonrpc::message::TopLevel;
 use http::Response;
@@ -57,9 +59,10 @@ pub type Observer = Box<dyn MessageObserver>;
 
 /// Picks the observer for the response to each forwarded request.
 pub trait WatchResponses: Send + Sync + std::fmt::Debug {
-    /// `payload` is the forwarded message (`None` for GET and DELETE).
+    /// `payload` is the forwarded message (`None` for GET and DELETE). Takes the watcher's
+    /// handle, so the observer can keep it rather than copy what it needs of it.
     fn watch(
-        &self,
+        self: Arc<Self>,
         route: &RouteTarget,
         request: &http::request::Parts,
         payload: Option<&countersign_jsonrpc::message::Payload>,
