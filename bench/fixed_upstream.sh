@@ -1,9 +1,10 @@
 # Sourced by bench/profile.sh, bench/instructions.sh, bench/list-instructions.sh,
-# bench/syscalls.sh, bench/approval-cpu.sh, bench/yardstick.sh, bench/pgo-train.sh and
-# scripts/pgo-build.sh (which installs bolt-22 with it): installing what a script
-# lacks, free ports, the benchmark upstream (one nginx worker answering POST /mcp with
-# bench/upstream_response.json), as bench/run.sh's `direct` target, reading a callgrind run's
-# counters, and stopping what a script started. Expects BENCH (the bench directory) and
+# bench/syscalls.sh, bench/syscall-rates.sh, bench/copies.sh, bench/approval-cpu.sh,
+# bench/yardstick.sh, bench/pgo-train.sh and scripts/pgo-build.sh (which installs bolt-22 with
+# it): installing what a script lacks, free ports, the benchmark upstream (one nginx worker
+# answering POST /mcp with bench/upstream_response.json), as bench/run.sh's `direct` target, the
+# nginx proxy in front of it, reading a callgrind run's counters, and stopping what a script
+# started. Expects BENCH (the bench directory) and
 # WORK (a scratch directory; begin_run makes one).
 
 # install_missing TOOL=PACKAGE...: installs from Debian the package of each tool that is not on
@@ -116,6 +117,42 @@ http {
         listen 127.0.0.1:$1;
         location = /mcp { default_type application/json; return 200 '$body'; }
     }
+}
+CONF
+}
+
+# nginx_proxy_server PORT UPSTREAM_PORT: the server block of nginx's `proxy_pass` on PORT to the
+# upstream on UPSTREAM_PORT over a keep-alive pool, as bench/run.sh's `nginx` target runs it.
+nginx_proxy_server() {
+    cat <<CONF
+    upstream mcp_upstream { server 127.0.0.1:$2; keepalive 256; keepalive_requests 10000000; }
+    server {
+        listen 127.0.0.1:$1;
+        location = /mcp {
+            proxy_pass http://mcp_upstream;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+CONF
+}
+
+# write_nginx_proxy_conf DIR PORT UPSTREAM_PORT WORKERS: DIR/nginx.conf, that proxy alone in an
+# nginx of its own with WORKERS worker processes (a number or `auto`).
+write_nginx_proxy_conf() {
+    local dir=$1
+    mkdir -p "$dir/tmp"
+    cat >"$dir/nginx.conf" <<CONF
+daemon off;
+worker_processes $4;
+pid $dir/nginx.pid;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 10000000;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+$(nginx_proxy_server "$2" "$3")
 }
 CONF
 }

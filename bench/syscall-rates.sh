@@ -43,28 +43,7 @@ write_fixed_upstream_conf "$UP"
 sed -i "s/^worker_processes .*/worker_processes $WORKERS;/" "$WORK/nginx.conf"
 "${SUT[@]}" "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
 PIDS+=($!)
-mkdir -p "$WORK/proxy/tmp"
-cat >"$WORK/proxy/nginx.conf" <<CONF
-daemon off;
-worker_processes $WORKERS;
-pid $WORK/proxy/nginx.pid;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 10000000;
-    client_body_temp_path $WORK/proxy/tmp/body;
-    proxy_temp_path $WORK/proxy/tmp/proxy;
-    upstream mcp_upstream { server 127.0.0.1:$UP; keepalive 256; keepalive_requests 10000000; }
-    server {
-        listen 127.0.0.1:$NX;
-        location = /mcp {
-            proxy_pass http://mcp_upstream;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }
-    }
-}
-CONF
+write_nginx_proxy_conf "$WORK/proxy" "$NX" "$UP" "$WORKERS"
 "${SUT[@]}" "$NGINX" -p "$WORK/proxy" -e "$WORK/proxy/error.log" -c "$WORK/proxy/nginx.conf" &
 PROXY_MASTER=$!
 PIDS+=("$PROXY_MASTER")

@@ -81,43 +81,16 @@ else
     ONE_WORKER=(TOKIO_WORKER_THREADS=1)
     WRK_THREADS=1
 fi
-# proxy_server PORT: nginx's `proxy_pass` to the upstream over a keep-alive pool (as run.sh's),
-# listening on PORT.
-proxy_server() {
-    cat <<CONF
-    upstream mcp_upstream { server 127.0.0.1:$UP; keepalive 256; keepalive_requests 10000000; }
-    server {
-        listen 127.0.0.1:$1;
-        location = /mcp {
-            proxy_pass http://mcp_upstream;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }
-    }
-CONF
-}
 # The nginx proxy lives in the upstream's process, as a second server block.
 sed -i '$d' "$WORK/nginx.conf"
-{ proxy_server "$NX"; echo "}"; } >>"$WORK/nginx.conf"
+{ nginx_proxy_server "$NX" "$UP"; echo "}"; } >>"$WORK/nginx.conf"
 "${SUT[@]}" "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 NGINX_MASTER=$!
 # nginx-apart: the proxy alone, in a second nginx.
 NA=$(port)
-mkdir -p "$WORK/apart/tmp"
-cat >"$WORK/apart/nginx.conf" <<CONF
-daemon off;
-worker_processes $(awk '/^worker_processes/ {print $2}' "$WORK/nginx.conf")
-pid $WORK/apart/nginx.pid;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 10000000;
-    client_body_temp_path $WORK/apart/tmp/body;
-    proxy_temp_path $WORK/apart/tmp/proxy;
-$(proxy_server "$NA")
-}
-CONF
+write_nginx_proxy_conf "$WORK/apart" "$NA" "$UP" \
+    "$(awk '/^worker_processes/ {print $2}' "$WORK/nginx.conf" | tr -d ';')"
 "${SUT[@]}" "$NGINX" -p "$WORK/apart" -e "$WORK/apart/error.log" -c "$WORK/apart/nginx.conf" &
 PIDS+=($!)
 NGINX_APART_MASTER=$!
