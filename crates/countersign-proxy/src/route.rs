@@ -14,8 +14,9 @@ pub struct RouteTarget {
     /// The exact request path served.
     pub path: String,
     pub upstream: Upstream,
-    /// The upstream's name as a `'static` metric label, made once at start-up so recording a
-    /// request never allocates.
+    /// The upstream's name (the same text as `upstream.name`) as a `'static` str, made once at
+    /// start-up: a metric label, and the name each request's answer observer keeps, so neither
+    /// allocates per request.
     pub label: &'static str,
     pub client: UpstreamClient,
     /// The route's 2024-11-05 HTTP+SSE endpoints, if it serves them.

@@ -50,8 +50,9 @@ pub enum ResponseEdit {
     Instructions,
 }
 
-/// Builds the observer of every forwarded request's response.
-#[derive(Debug, Clone)]
+/// Builds the observer of every forwarded request's response. Not `Clone`: each observer shares
+/// it by its one `Arc` (`EditObserver`), and a copy per request is what that replaced.
+#[derive(Debug)]
 pub struct ResponseEdits {
     pub policy: Arc<PolicyHandle>,
     pub catalog: CatalogSync,
