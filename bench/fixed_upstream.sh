@@ -98,27 +98,10 @@ write_fixed_upstream_conf() {
     # nginx's `return` takes a quoted string: escape backslashes and quotes.
     body=${body//\\/\\\\}
     body=${body//\'/\\\'}
-    mkdir -p "$WORK/tmp"
-    cat >"$WORK/nginx.conf" <<CONF
-daemon off;
-worker_processes 1;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 10000000;
-    client_body_temp_path $WORK/tmp/body;
-    proxy_temp_path $WORK/tmp/proxy;
-    fastcgi_temp_path $WORK/tmp/fastcgi;
-    uwsgi_temp_path $WORK/tmp/uwsgi;
-    scgi_temp_path $WORK/tmp/scgi;
-    server {
+    write_nginx_conf "$WORK" 1 "    server {
         listen 127.0.0.1:$1;
         location = /mcp { default_type application/json; return 200 '$body'; }
-    }
-}
-CONF
+    }"
 }
 
 # nginx_proxy_server PORT UPSTREAM_PORT: the server block of nginx's `proxy_pass` on PORT to the
@@ -140,19 +123,31 @@ CONF
 # write_nginx_proxy_conf DIR PORT UPSTREAM_PORT WORKERS: DIR/nginx.conf, that proxy alone in an
 # nginx of its own with WORKERS worker processes (a number or `auto`).
 write_nginx_proxy_conf() {
+    write_nginx_conf "$1" "$4" "$(nginx_proxy_server "$2" "$3")"
+}
+
+# write_nginx_conf DIR WORKERS SERVERS: DIR/nginx.conf, an nginx in the foreground with WORKERS
+# worker processes, its pid, log and temporary files in DIR, no access log, keep-alive without a
+# request limit, and SERVERS (upstream and server blocks) as its http section. Its last line is
+# the http section's closing brace, where bench/yardstick.sh adds a server of its own.
+write_nginx_conf() {
     local dir=$1
     mkdir -p "$dir/tmp"
     cat >"$dir/nginx.conf" <<CONF
 daemon off;
-worker_processes $4;
+worker_processes $2;
 pid $dir/nginx.pid;
+error_log $dir/error.log warn;
 events { worker_connections 4096; }
 http {
     access_log off;
     keepalive_requests 10000000;
     client_body_temp_path $dir/tmp/body;
     proxy_temp_path $dir/tmp/proxy;
-$(nginx_proxy_server "$2" "$3")
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+$3
 }
 CONF
 }
