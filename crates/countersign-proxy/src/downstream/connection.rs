@@ -74,28 +74,35 @@ pub(crate) async fn serve_connection<S>(
         }
     };
     tokio::pin!(stopping);
+    // One timer for the connection's life, moved on before each head: a timer made per request
+    // was registered in the worker's timer wheel and removed again, under its lock, every time,
+    // while moving a registered timer later only updates its own deadline.
+    let head_deadline = tokio::time::sleep(settings.header_read_timeout);
+    tokio::pin!(head_deadline);
     loop {
+        head_deadline
+            .as_mut()
+            .reset(head_wait_start() + settings.header_read_timeout);
         let read = tokio::select! {
-            read = tokio::time::timeout(
-                settings.header_read_timeout,
-                connection.read_head(settings.head),
-            ) => read,
+            biased;
+            read = connection.read_head(settings.head) => read,
+            () = &mut head_deadline => return,
             () = &mut stopping => return,
         };
         let head = match read {
-            Ok(Ok(head)) => head,
-            Ok(Err(ReadError::Head(error))) => {
+            Ok(head) => head,
+            Err(ReadError::Head(error)) => {
                 tracing::debug!(%error, "request head refused");
                 let _ = write_all(&connection.stream, &refusal(error.status())).await;
                 connection.linger().await;
                 return;
             }
-            Ok(Err(ReadError::Io(error))) => {
+            Err(ReadError::Io(error)) => {
                 tracing::debug!(%error, "reading a request head failed");
                 return;
             }
-            // Closed, or too slow: nothing to answer.
-            Ok(Err(ReadError::Closed)) | Err(_) => return,
+            // Closed: nothing to answer.
+            Err(ReadError::Closed) => return,
         };
         let RequestHead {
             request,
@@ -144,6 +151,13 @@ pub(crate) async fn serve_connection<S>(
             _ => return,
         }
     }
+}
+
+// The connection's own deadline, not request timing: tokio's clock, which paused-time tests
+// move as they move the timer.
+#[allow(clippy::disallowed_methods)]
+fn head_wait_start() -> tokio::time::Instant {
+    tokio::time::Instant::now()
 }
 
 #[derive(Debug)]

@@ -573,3 +573,24 @@ async fn an_idle_connection_is_closed_at_the_header_read_timeout_and_at_shutdown
         "shutdown left an idle connection open"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_in_use_outlives_the_header_read_timeout_which_counts_from_its_last_answer() {
+    let timeout = Duration::from_secs(2);
+    let h = start(timeout).await;
+    let mut stream = TcpStream::connect(h.addr).await.unwrap();
+    let mut buf = Vec::new();
+    // Each request comes a little over half the timeout after the last answer, so the
+    // connection is in use for more than twice the timeout: each wait counts on its own.
+    for i in 0..5 {
+        tokio::time::sleep(timeout * 6 / 10).await;
+        let body = i.to_string();
+        let answer = exchange(&mut stream, &mut buf, &post("/echo", &body, "")).await;
+        assert_eq!(answer.body, body.as_bytes(), "request {i}");
+    }
+    assert!(
+        closes(&mut stream).await,
+        "the connection stayed open past the header read timeout after its last answer"
+    );
+    assert_eq!(h.seen_targets().len(), 5);
+}

@@ -28,7 +28,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::net::TcpStream;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tracing::warn;
 
 use crate::body::BoxError;
@@ -58,8 +58,13 @@ pin_project! {
         bounds: BodyBounds,
         // Whether the upstream was read yet: see `poll_frame`.
         read_before: bool,
+        // When the whole body must have passed: its headers' arrival plus `bounds.deadline`.
+        ends_by: Instant,
+        // Armed at `ends_by` the first time the relay would wait, which most answers, whole
+        // with their head, never do: a timer made up front cost a clock read and a reference
+        // to the runtime for every one of them.
         #[pin]
-        deadline: Sleep,
+        timer: Option<Sleep>,
         metrics: ProxyMetrics,
         upstream_label: &'static str,
     }
@@ -75,11 +80,13 @@ impl<B> std::fmt::Debug for JsonRelay<B> {
 }
 
 impl<B: Body> JsonRelay<B> {
-    /// Relays `upstream`, the body of the upstream named `upstream_label`; refuses it when its
-    /// declared length is already past `bounds.max_bytes`.
+    /// Relays `upstream`, the body of the upstream named `upstream_label`, whose headers
+    /// arrived at `headers_at`; refuses it when its declared length is already past
+    /// `bounds.max_bytes`.
     pub fn new(
         upstream: B,
         bounds: BodyBounds,
+        headers_at: Instant,
         metrics: &ProxyMetrics,
         upstream_label: &'static str,
     ) -> Result<Self, ProxyError> {
@@ -96,7 +103,8 @@ impl<B: Body> JsonRelay<B> {
             relayed: 0,
             bounds,
             read_before: false,
-            deadline: tokio::time::sleep(bounds.deadline),
+            ends_by: headers_at + bounds.deadline,
+            timer: None,
             metrics: metrics.clone(),
             upstream_label,
         })
@@ -125,13 +133,15 @@ where
             // headers at once, nor once the upstream has ended, when no read can take long:
             // then an answer whose body came with its head, most of them, never arms the timer.
             let checked = *this.read_before && !upstream.is_end_stream();
-            if checked && this.deadline.as_mut().poll(cx).is_ready() {
+            if checked && past_deadline(this.timer.as_mut(), *this.ends_by, cx) {
                 return Poll::Ready(Some(Err(timed_out(&mut this))));
             }
             *this.read_before = true;
             match upstream.poll_frame(cx) {
                 // Waiting for the upstream: the timer must be armed to end the wait.
-                Poll::Pending if !checked && this.deadline.as_mut().poll(cx).is_ready() => {
+                Poll::Pending
+                    if !checked && past_deadline(this.timer.as_mut(), *this.ends_by, cx) =>
+                {
                     return Poll::Ready(Some(Err(timed_out(&mut this))));
                 }
                 Poll::Pending => return Poll::Pending,
@@ -197,7 +207,7 @@ impl JsonRelay<WireBody> {
         client: &TcpStream,
     ) -> std::io::Result<u64> {
         let mut this = self.project();
-        let deadline = this.deadline.deadline();
+        let deadline = *this.ends_by;
         let Some(wire) = this.upstream.as_mut().as_pin_mut() else {
             return Err(std::io::Error::other("the body was relayed already"));
         };
@@ -225,6 +235,20 @@ impl JsonRelay<WireBody> {
         };
         Err(std::io::Error::other(error))
     }
+}
+
+/// Whether the body's deadline has passed; otherwise `cx` is woken when it does.
+fn past_deadline(
+    mut timer: Pin<&mut Option<Sleep>>,
+    ends_by: Instant,
+    cx: &mut Context<'_>,
+) -> bool {
+    if timer.is_none() {
+        timer.set(Some(tokio::time::sleep_until(ends_by)));
+    }
+    timer
+        .as_pin_mut()
+        .is_some_and(|timer| timer.poll(cx).is_ready())
 }
 
 /// Ends the body at its deadline.

@@ -87,7 +87,8 @@ pub async fn relay(
     let clock = &streams.clock;
     let started = clock.now();
     let response = route.client.forward(upstream, request).await?;
-    metrics.observe_upstream_latency(route.label, clock.now().duration_since(started));
+    let headers_at = clock.now();
+    metrics.observe_upstream_latency(route.label, headers_at.duration_since(started));
 
     let (mut parts, body) = response.into_parts();
     let listed_in_connection = connection_listed_names(&parts.headers);
@@ -134,10 +135,20 @@ pub async fn relay(
             deadline: upstream.response_timeout,
         };
         match body.into_spliceable(SPLICE_AT_LEAST) {
-            Ok(wire) => {
-                ResponseBody::passthrough(JsonRelay::new(wire, bounds, metrics, route.label)?)
-            }
-            Err(body) => ResponseBody::new(JsonRelay::new(body, bounds, metrics, route.label)?),
+            Ok(wire) => ResponseBody::passthrough(JsonRelay::new(
+                wire,
+                bounds,
+                headers_at,
+                metrics,
+                route.label,
+            )?),
+            Err(body) => ResponseBody::new(JsonRelay::new(
+                body,
+                bounds,
+                headers_at,
+                metrics,
+                route.label,
+            )?),
         }
     };
     Ok(Response::from_parts(parts, body))

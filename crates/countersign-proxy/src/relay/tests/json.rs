@@ -20,7 +20,7 @@ use super::super::{
     relay,
 };
 use crate::body::ResponseBody;
-use crate::clock::SystemClock;
+use crate::clock::{Clock, SystemClock};
 use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
 use crate::testing::{PATH, route};
@@ -382,8 +382,14 @@ where
         deadline: Duration::from_secs(10),
     };
     ResponseBody::new(
-        JsonRelay::new(body, bounds, &ProxyMetrics::unregistered(), "store")
-            .expect("no declared length"),
+        JsonRelay::new(
+            body,
+            bounds,
+            SystemClock.now(),
+            &ProxyMetrics::unregistered(),
+            "store",
+        )
+        .expect("no declared length"),
     )
 }
 
