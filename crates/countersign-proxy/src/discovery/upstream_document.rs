@@ -178,10 +178,11 @@ impl UpstreamDocument {
                 .expect("a parsed URI authority is a valid header value"),
         );
         headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        let by = self.clock.now() + self.upstream.response_timeout;
         let exchange = async {
             let response = self
                 .client
-                .send(request)
+                .send(request, by)
                 .await
                 .map_err(|failure| failure.to_string())?;
             let status = response.status();
@@ -196,7 +197,7 @@ impl UpstreamDocument {
                 other => Err(format!("answered {other}")),
             }
         };
-        tokio::time::timeout(self.upstream.response_timeout, exchange)
+        tokio::time::timeout_at(by, exchange)
             .await
             .unwrap_or_else(|_| {
                 Err(format!(

@@ -86,7 +86,7 @@ pub async fn relay(
     let upstream = &route.upstream;
     let clock = &streams.clock;
     let started = clock.now();
-    let response = route.client.forward(upstream, request).await?;
+    let response = route.client.forward(upstream, request, started).await?;
     let headers_at = clock.now();
     metrics.observe_upstream_latency(route.label, headers_at.duration_since(started));
 

@@ -30,6 +30,13 @@ pub struct ConnectFailure {
     inner: BoxError,
 }
 
+/// No response head arrived by the request's deadline (the upstream's `response_timeout`
+/// from when the request was sent on); the caller answers with a timeout, not a failure to
+/// connect.
+#[derive(Debug, thiserror::Error)]
+#[error("no response head within the upstream's response_timeout")]
+pub(crate) struct HeadOverdue;
+
 /// What an `https://` upstream has done about client certificates so far.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClientCertState {
@@ -94,6 +101,11 @@ impl ConnectFailure {
     /// The error this failure was built from (hyper's, or the connector's).
     pub fn inner(&self) -> &(dyn Error + Send + Sync + 'static) {
         &*self.inner
+    }
+
+    /// Whether the response head did not arrive in time ([`HeadOverdue`]).
+    pub(crate) fn is_overdue(&self) -> bool {
+        self.inner.is::<HeadOverdue>()
     }
 
     /// Whether TLS failed: the handshake, or the upstream ending the session (such as over a
@@ -195,6 +207,9 @@ mod tests {
     use http::Request;
     use http_body_util::Full;
 
+    use std::time::Duration;
+
+    use crate::clock::{Clock, SystemClock};
     use crate::testing::{route, unreachable_url};
 
     #[tokio::test]
@@ -207,7 +222,7 @@ mod tests {
             panic!("an HTTP route");
         };
         let failure = client
-            .send(request)
+            .send(request, SystemClock.now() + Duration::from_secs(10))
             .await
             .expect_err("nothing listens there");
         let text = failure.to_string();

@@ -5,6 +5,7 @@
 //! buffer: the read buffer is reserved only once the socket is readable, and released when
 //! everything read has been handed on.
 
+use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker, ready};
@@ -13,7 +14,9 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
 
+use super::failure::HeadOverdue;
 use super::http1_pool::Lent;
 use super::http1_wire::{Decoded, Framing, Head, WireError, parse_head};
 use crate::body::BoxError;
@@ -38,13 +41,18 @@ pub(super) struct Connection {
     /// Room reserved for the next read: [`FIRST_READ`] at each answer's start, doubled after
     /// each read that fills it.
     read_size: usize,
+    /// Bounds each request's wait for its response head; made the first time one waits, then
+    /// moved from request to request. A timer made per request was registered in the worker's
+    /// timer wheel and removed again, each under the wheel's lock; moving a registered timer
+    /// later only updates its deadline.
+    head_timer: Option<Pin<Box<Sleep>>>,
 }
 
 /// A request could not be written; `unsent` says whether none of it reached the socket, so
 /// that another connection may carry it without sending it twice.
 #[derive(Debug)]
 pub(super) struct WriteFailure {
-    pub(super) error: io::Error,
+    pub(super) error: BoxError,
     pub(super) unsent: bool,
 }
 
@@ -54,6 +62,7 @@ impl Connection {
             stream,
             buf: BytesMut::new(),
             read_size: FIRST_READ,
+            head_timer: None,
         }
     }
 
@@ -91,18 +100,33 @@ impl Connection {
         !matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
-    pub(super) async fn write_request(&mut self, mut bytes: &[u8]) -> Result<(), WriteFailure> {
+    /// Writes `bytes`, the whole request, waiting for the socket at most until `by`.
+    pub(super) async fn write_request(
+        &mut self,
+        mut bytes: &[u8],
+        by: Instant,
+    ) -> Result<(), WriteFailure> {
         let mut written = 0;
         while !bytes.is_empty() {
-            let result = async {
-                self.stream.writable().await?;
-                self.stream.try_write(bytes)
-            }
+            let ready = poll_fn(|cx| {
+                let ready = self.stream.poll_write_ready(cx);
+                self.unless_overdue(ready, by, cx)
+            })
             .await;
+            let result = match ready {
+                Some(Ok(())) => self.stream.try_write(bytes),
+                Some(Err(error)) => Err(error),
+                None => {
+                    return Err(WriteFailure {
+                        error: Box::new(HeadOverdue),
+                        unsent: written == 0,
+                    });
+                }
+            };
             match result {
                 Ok(0) => {
                     return Err(WriteFailure {
-                        error: io::ErrorKind::WriteZero.into(),
+                        error: io::Error::from(io::ErrorKind::WriteZero).into(),
                         unsent: written == 0,
                     });
                 }
@@ -113,7 +137,7 @@ impl Connection {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 Err(error) => {
                     return Err(WriteFailure {
-                        error,
+                        error: error.into(),
                         unsent: written == 0,
                     });
                 }
@@ -122,18 +146,52 @@ impl Connection {
         Ok(())
     }
 
-    /// Reads until one whole response head has arrived.
-    pub(super) async fn read_head(&mut self) -> Result<Head, WireError> {
+    /// Reads until one whole response head has arrived, at most until `by`.
+    pub(super) async fn read_head(&mut self, by: Instant) -> Result<Head, BoxError> {
         self.read_size = FIRST_READ;
         loop {
             if let Some(head) = parse_head(&mut self.buf)? {
                 return Ok(head);
             }
-            match std::future::poll_fn(|cx| self.poll_fill(cx)).await {
-                Ok(0) => return Err(WireError::Truncated),
-                Ok(_) => {}
-                Err(error) => return Err(WireError::Io(error)),
+            let filled = poll_fn(|cx| {
+                let filled = self.poll_fill(cx);
+                self.unless_overdue(filled, by, cx)
+            })
+            .await;
+            match filled {
+                Some(Ok(0)) => return Err(WireError::Truncated.into()),
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Err(WireError::Io(error).into()),
+                None => return Err(Box::new(HeadOverdue)),
             }
+        }
+    }
+
+    /// `poll` as it is while it is ready or `by` is still ahead (`cx` is then woken at `by`);
+    /// `Ready(None)` once `by` has passed.
+    fn unless_overdue<T>(
+        &mut self,
+        poll: Poll<T>,
+        by: Instant,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<T>> {
+        if let Poll::Ready(ready) = poll {
+            return Poll::Ready(Some(ready));
+        }
+        let timer = match &mut self.head_timer {
+            Some(timer) => {
+                if timer.deadline() != by {
+                    timer.as_mut().reset(by);
+                }
+                timer
+            }
+            None => self
+                .head_timer
+                .insert(Box::pin(tokio::time::sleep_until(by))),
+        };
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
         }
     }
 

@@ -27,6 +27,7 @@ use http_body_util::{BodyExt, Full};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::failure::HeadOverdue;
 use super::http1_conn::{Connection, WireBody, WriteFailure};
 use super::http1_wire::{Head, encode_request};
 use crate::body::BoxError;
@@ -142,9 +143,11 @@ impl Http1Pool {
     /// Sends `request` to this pool's upstream (the URI's scheme and authority are the
     /// caller's to check: only its path and query are sent) on an idle connection or a new one;
     /// resolves with the response head and the body that reads the rest from the connection.
+    /// The response head must arrive by `by`, or the request fails with [`HeadOverdue`].
     pub(super) async fn send(
         &self,
         request: Request<Full<Bytes>>,
+        by: Instant,
     ) -> Result<Response<WireBody>, BoxError> {
         let (parts, body) = request.into_parts();
         let body = body
@@ -155,29 +158,43 @@ impl Http1Pool {
             .unwrap_or_else(|never| match never {});
         let mut wire = Vec::with_capacity(WIRE_HEAD_ROOM + body.len());
         encode_request(&Request::from_parts(parts, ()), &body, &mut wire);
-        self.send_wire(wire).await
+        self.send_wire(wire, by).await
     }
 
     /// Sends a request already written as HTTP/1.1 (`wire`); resolves once the response head
-    /// arrived.
-    pub(super) async fn send_wire(&self, wire: Vec<u8>) -> Result<Response<WireBody>, BoxError> {
+    /// arrived, which must be by `by` (or the request fails with [`HeadOverdue`]).
+    pub(super) async fn send_wire(
+        &self,
+        wire: Vec<u8>,
+        by: Instant,
+    ) -> Result<Response<WireBody>, BoxError> {
         loop {
             let worker = workers::current_index();
             let (mut connection, reused) = match self.checkout(worker) {
                 Some(connection) => (connection, true),
-                None => (Connection::new(self.shared.open_stream().await?), false),
+                None => {
+                    // Boxed: the rare branch, whose state would otherwise size every send's.
+                    let opened =
+                        Box::pin(tokio::time::timeout_at(by, self.shared.open_stream())).await;
+                    (Connection::new(opened.map_err(|_| HeadOverdue)??), false)
+                }
             };
-            match connection.write_request(&wire).await {
+            match connection.write_request(&wire, by).await {
                 Ok(()) => {}
                 // Closed under it before any of the request went out: another one may do.
-                Err(WriteFailure { unsent: true, .. }) if reused => continue,
-                Err(failure) => return Err(failure.error.into()),
+                Err(WriteFailure {
+                    unsent: true,
+                    error,
+                }) if reused && !error.is::<HeadOverdue>() => {
+                    continue;
+                }
+                Err(failure) => return Err(failure.error),
             }
             let Head {
                 response,
                 framing,
                 reusable,
-            } = connection.read_head().await?;
+            } = connection.read_head(by).await?;
             let lent = Lent {
                 pool: self.shared.clone(),
                 connection,

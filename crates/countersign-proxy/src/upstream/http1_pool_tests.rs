@@ -7,6 +7,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::*;
+use crate::clock::{Clock, SystemClock};
 use crate::workers::Workers;
 
 /// A server that answers every request on a connection with `answer`, and counts connections
@@ -87,8 +88,13 @@ fn request() -> Request<Full<Bytes>> {
         .unwrap()
 }
 
+/// A deadline no answer here comes near.
+fn far() -> Instant {
+    SystemClock.now() + Duration::from_secs(60)
+}
+
 async fn read_all(pool: &Http1Pool) -> Bytes {
-    let body = pool.send(request()).await.unwrap().into_body();
+    let body = pool.send(request(), far()).await.unwrap().into_body();
     body.collect().await.unwrap().to_bytes()
 }
 
@@ -134,7 +140,7 @@ async fn each_worker_reuses_only_the_connections_it_drives() {
 async fn a_response_still_being_read_keeps_its_connection_from_others() {
     let server = server(None).await;
     let pool = pool_for(&server.url);
-    let first = pool.send(request()).await.unwrap();
+    let first = pool.send(request(), far()).await.unwrap();
     // The first body is not read yet: the second request needs a connection of its own.
     assert_eq!(read_all(&pool).await, "ok");
     assert_eq!(server.connections.load(Ordering::SeqCst), 2);
@@ -147,7 +153,7 @@ async fn a_response_still_being_read_keeps_its_connection_from_others() {
 async fn a_body_dropped_before_its_end_closes_its_connection() {
     let server = server(None).await;
     let pool = pool_for(&server.url);
-    drop(pool.send(request()).await.unwrap());
+    drop(pool.send(request(), far()).await.unwrap());
     assert_eq!(pool.idle_count(), 0);
     assert_eq!(read_all(&pool).await, "ok");
     assert_eq!(server.connections.load(Ordering::SeqCst), 2);
@@ -173,7 +179,7 @@ async fn an_unreachable_upstream_is_a_connect_error_naming_the_address() {
         .trim_end_matches("/mcp")
         .to_owned();
     let pool = pool_for(&url);
-    let error = pool.send(request()).await.unwrap_err();
+    let error = pool.send(request(), far()).await.unwrap_err();
     let chain = crate::upstream::ConnectFailure::plain(error).to_string();
     assert!(
         chain.contains(&format!("tcp connect error to {address}")),
@@ -285,12 +291,12 @@ async fn differing_content_lengths_fail_the_request_and_close_the_connection() {
         b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 7\r\n\r\nokSMUGGLE";
     let (url, connections, _) = scripted(TWO, 64, false).await;
     let pool = pool_for(&url);
-    let error = pool.send(request()).await.unwrap_err();
+    let error = pool.send(request(), far()).await.unwrap_err();
     assert!(
         error.to_string().contains("content-lengths differ"),
         "{error}"
     );
-    assert!(pool.send(request()).await.is_err());
+    assert!(pool.send(request(), far()).await.is_err());
     assert_eq!(connections.load(Ordering::SeqCst), 2);
     assert_eq!(pool.idle_count(), 0);
 }
@@ -312,7 +318,7 @@ async fn a_body_cut_short_by_the_upstream_is_an_error_not_an_end() {
     const SHORT: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc";
     let (url, _, _) = scripted(SHORT, 64, true).await;
     let pool = pool_for(&url);
-    let body = pool.send(request()).await.unwrap().into_body();
+    let body = pool.send(request(), far()).await.unwrap().into_body();
     let error = body.collect().await.unwrap_err();
     assert!(
         error.to_string().contains("before the response ended"),
@@ -330,7 +336,7 @@ async fn a_large_answer_arrives_whole_in_reads_that_grow_up_to_their_cap() {
     let (url, connections, _) = scripted(answer.leak(), BODY, false).await;
     let pool = pool_for(&url);
     for _ in 0..2 {
-        let mut response = pool.send(request()).await.unwrap().into_body();
+        let mut response = pool.send(request(), far()).await.unwrap().into_body();
         let mut received = Vec::new();
         let mut largest = 0;
         while let Some(frame) = response.frame().await {
@@ -346,4 +352,94 @@ async fn a_large_answer_arrives_whole_in_reads_that_grow_up_to_their_cap() {
         assert!(largest > 16 * 1024, "no read grew past 16 KiB");
     }
     assert_eq!(connections.load(Ordering::SeqCst), 1);
+}
+
+/// A server that answers the `n`th request it reads (over all its connections) `delays[n]`
+/// after reading it, with a 2-byte body. Returns the URL and the connection count.
+async fn answering_after(delays: Vec<Duration>) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let count = connections.clone();
+    let delays = Arc::new(Mutex::new(delays.into_iter()));
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            count.fetch_add(1, Ordering::SeqCst);
+            let delays = delays.clone();
+            tokio::spawn(async move {
+                let mut buffer = Vec::new();
+                loop {
+                    let mut chunk = [0u8; 4096];
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                    }
+                    let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    if buffer.len() < end + 6 {
+                        continue;
+                    }
+                    buffer.drain(..end + 6);
+                    let delay = delays.lock().unwrap().next().unwrap_or_default();
+                    tokio::time::sleep(delay).await;
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    if stream.write_all(answer).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, connections)
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_request_on_a_reused_connection_waits_for_its_head_until_its_own_deadline() {
+    let timeout = Duration::from_secs(2);
+    let (url, connections) = answering_after(vec![
+        Duration::ZERO,
+        Duration::from_secs(1),
+        Duration::from_secs(3),
+    ])
+    .await;
+    let pool = pool_for(&url);
+    let first = pool.send(request(), SystemClock.now() + timeout).await;
+    assert_eq!(
+        first
+            .unwrap()
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes(),
+        "ok"
+    );
+    // Long past the first request's deadline: the next one gets a deadline of its own.
+    tokio::time::advance(timeout * 3).await;
+    let second = pool.send(request(), SystemClock.now() + timeout).await;
+    assert_eq!(
+        second
+            .unwrap()
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes(),
+        "ok"
+    );
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        1,
+        "the connection was reused"
+    );
+
+    let error = pool
+        .send(request(), SystemClock.now() + timeout)
+        .await
+        .expect_err("the head comes a second after the deadline");
+    assert!(error.is::<HeadOverdue>(), "{error}");
+    // The late answer must not be read as the next request's: its connection is not kept.
+    assert_eq!(pool.idle_count(), 0);
 }

@@ -14,10 +14,11 @@ use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::{Builder, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::time::Instant;
 use tower::Service;
 
 use super::failure::ClientCertState;
-use super::failure::ConnectFailure;
+use super::failure::{ConnectFailure, HeadOverdue};
 use super::http1_pool::Http1Pool;
 use super::http1_pool::WIRE_HEAD_ROOM;
 use super::tls::ClientCertRequests;
@@ -100,24 +101,28 @@ impl HttpClient {
     }
 
     /// Sends `request`; resolves once the response headers arrived, with the connection a
-    /// plain upstream's response holds until its body has ended.
+    /// plain upstream's response holds until its body has ended. Headers that have not arrived
+    /// by `by` fail the request ([`ConnectFailure::is_overdue`]).
     pub async fn send(
         &self,
         request: Request<Full<Bytes>>,
+        by: Instant,
     ) -> Result<Response<UpstreamBody>, ConnectFailure> {
         match &self.client {
             Pooled::Plain(pool) => {
-                let response = pool.send(request).await.map_err(ConnectFailure::plain)?;
+                let response = pool
+                    .send(request, by)
+                    .await
+                    .map_err(ConnectFailure::plain)?;
                 Ok(response.map(UpstreamBody::wire))
             }
             Pooled::Tls(tls) => {
                 let mut request = request;
                 // The URI's authority is the upstream's (see `new`), so nothing is lost.
                 request.headers_mut().remove(header::HOST);
-                let response = tls
-                    .client
-                    .request(request)
+                let response = tokio::time::timeout_at(by, tls.client.request(request))
                     .await
+                    .map_err(|_| ConnectFailure::plain(HeadOverdue))?
                     .map_err(|error| ConnectFailure::tls(error, tls.client_cert()))?;
                 Ok(response.map(UpstreamBody::http))
             }
@@ -131,17 +136,21 @@ impl HttpClient {
         &self,
         upstream: &Upstream,
         forwarded: Forwarded<'_>,
+        by: Instant,
     ) -> Result<Response<UpstreamBody>, ConnectFailure> {
         match &self.client {
             Pooled::Plain(pool) if !crate::trace::enabled() => {
                 let mut wire = Vec::with_capacity(WIRE_HEAD_ROOM + forwarded.body.len());
                 forwarded.encode_http1(upstream, &mut wire);
-                let response = pool.send_wire(wire).await.map_err(ConnectFailure::plain)?;
+                let response = pool
+                    .send_wire(wire, by)
+                    .await
+                    .map_err(ConnectFailure::plain)?;
                 Ok(response.map(UpstreamBody::wire))
             }
             // Boxed: hyper's client future is twice the wire path's, and an unboxed branch
             // would size the state of every forward, however it is sent.
-            _ => Box::pin(self.send(forwarded.into_request(upstream))).await,
+            _ => Box::pin(self.send(forwarded.into_request(upstream), by)).await,
         }
     }
 }

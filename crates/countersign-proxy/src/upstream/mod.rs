@@ -45,6 +45,7 @@ use futures_util::FutureExt;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response};
 use http_body_util::Full;
+use tokio::time::Instant;
 
 use crate::config::{Transport, Upstream};
 use crate::error::ProxyError;
@@ -119,35 +120,51 @@ impl UpstreamClient {
         upstream: &Upstream,
         request: Request<Full<Bytes>>,
     ) -> Result<Response<UpstreamBody>, ProxyError> {
-        match self {
-            UpstreamClient::Http { client, health } => {
-                over_http(upstream, health, client.send(request)).await
-            }
-            UpstreamClient::Local(local) => {
-                let response =
-                    tokio::time::timeout(upstream.response_timeout, local.serve(request))
-                        .await
-                        .map_err(|_| timed_out(upstream))??;
-                Ok(response.map(UpstreamBody::local))
-            }
-        }
+        self.send_by(
+            upstream,
+            request,
+            sending_starts() + upstream.response_timeout,
+        )
+        .await
     }
 
-    /// Forwards a client's request as [`UpstreamClient::send`] sends one; a plain HTTP/1.1
-    /// upstream gets it written straight from the client's headers.
+    /// Forwards a client's request as [`UpstreamClient::send`] sends one, its
+    /// `response_timeout` counted from `started` (the caller's own clock read); a plain
+    /// HTTP/1.1 upstream gets it written straight from the client's headers.
     pub async fn forward(
         &self,
         upstream: &Upstream,
         forwarded: Forwarded<'_>,
+        started: Instant,
     ) -> Result<Response<UpstreamBody>, ProxyError> {
+        let by = started + upstream.response_timeout;
         match self {
             UpstreamClient::Http { client, health } => {
-                over_http(upstream, health, client.forward(upstream, forwarded)).await
+                over_http(upstream, health, client.forward(upstream, forwarded, by)).await
             }
             // Boxed: the rare branch, whose state (hyper's client inside `send`) would otherwise
             // size every forward's future.
             UpstreamClient::Local(_) => {
-                Box::pin(self.send(upstream, forwarded.into_request(upstream))).await
+                Box::pin(self.send_by(upstream, forwarded.into_request(upstream), by)).await
+            }
+        }
+    }
+
+    async fn send_by(
+        &self,
+        upstream: &Upstream,
+        request: Request<Full<Bytes>>,
+        by: Instant,
+    ) -> Result<Response<UpstreamBody>, ProxyError> {
+        match self {
+            UpstreamClient::Http { client, health } => {
+                over_http(upstream, health, client.send(request, by)).await
+            }
+            UpstreamClient::Local(local) => {
+                let response = tokio::time::timeout_at(by, local.serve(request))
+                    .await
+                    .map_err(|_| timed_out(upstream))??;
+                Ok(response.map(UpstreamBody::local))
             }
         }
     }
@@ -161,34 +178,35 @@ impl UpstreamClient {
     }
 }
 
-/// Waits for an HTTP upstream's response head, at most its `response_timeout`, and records in
-/// `health` whether it was reached.
+/// Waits for an HTTP upstream's response head (the client bounds the wait by the deadline it
+/// was given) and records in `health` whether it was reached.
 ///
 /// A combinator rather than an `async fn`: an `async fn` keeps the future it is handed as an
-/// argument beside the timeout it moves that future into, so its state held the sending future
+/// argument beside the one it moves that future into, so its state held the sending future
 /// twice (the forwarder's own future was 3.7 KiB, copied whole into its box on every request).
 fn over_http<'a>(
     upstream: &'a Upstream,
     health: &'a Health,
     sending: impl Future<Output = Result<Response<UpstreamBody>, ConnectFailure>> + 'a,
 ) -> impl Future<Output = Result<Response<UpstreamBody>, ProxyError>> + 'a {
-    tokio::time::timeout(upstream.response_timeout, sending).map(move |sent| {
-        let sent = sent.map_err(|_| timed_out(upstream)).and_then(|sent| {
-            sent.map_err(|failure| {
-                // Per request: a certificate that expired or a CA that changed fails every
-                // call until fixed, and each should be visible.
-                tracing::warn!(
-                    upstream = %upstream.name,
-                    url = %upstream.url,
-                    tls = failure.is_tls(),
-                    error = %failure,
-                    "upstream request failed"
-                );
-                ProxyError::UpstreamConnect {
-                    upstream: upstream.name.clone(),
-                    source: Box::new(failure),
-                }
-            })
+    sending.map(move |sent| {
+        let sent = sent.map_err(|failure| {
+            if failure.is_overdue() {
+                return timed_out(upstream);
+            }
+            // Per request: a certificate that expired or a CA that changed fails every call
+            // until fixed, and each should be visible.
+            tracing::warn!(
+                upstream = %upstream.name,
+                url = %upstream.url,
+                tls = failure.is_tls(),
+                error = %failure,
+                "upstream request failed"
+            );
+            ProxyError::UpstreamConnect {
+                upstream: upstream.name.clone(),
+                source: Box::new(failure),
+            }
         });
         match &sent {
             Ok(_) => health.reached(),
@@ -196,6 +214,13 @@ fn over_http<'a>(
         }
         sent
     })
+}
+
+// Where a response timeout starts when the caller has no clock read of its own: tokio's clock,
+// as `tokio::time::timeout` reads it, so paused-time tests move the deadline with the timer.
+#[allow(clippy::disallowed_methods)]
+fn sending_starts() -> Instant {
+    Instant::now()
 }
 
 fn timed_out(upstream: &Upstream) -> ProxyError {
