@@ -1,5 +1,5 @@
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use countersign_policy::{Catalog, Explanation, PinnedTool, Policy, Risk};
@@ -20,21 +20,28 @@ const REFUSED_NAMES_LOGGED: usize = 5;
 /// The pinned catalog with its refresh bookkeeping.
 #[derive(Debug)]
 pub struct CatalogState {
-    catalog: RwLock<Catalog>,
+    pins: RwLock<Pins>,
     /// Most tools pinned per upstream ([`bound_listing`]).
     max_tools_per_upstream: usize,
     metrics: ProxyMetrics,
-    /// Upstreams that announced `notifications/tools/list_changed` since their last listing.
-    stale: Mutex<HashSet<String>>,
     /// One listing at a time per upstream, so a burst of calls to an unknown tool costs one.
     refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// When each upstream was last listed (successfully or not): a tool still unknown right
-    /// after a listing is not worth listing again on every call.
-    listed: Mutex<HashMap<String, Instant>>,
     /// What the bound did to the last listing of each upstream (tools left unpinned, tools made
     /// suspicious): every client's `tools/list` repeats it, and a warning is worth giving only
     /// when it changes.
     refused: Mutex<HashMap<String, (usize, usize)>>,
+}
+
+/// What every call reads, under one lock: each call asks all three, and a lock taken on every
+/// call is a counter every connection worker writes (three locks were three such counters).
+#[derive(Debug, Default)]
+struct Pins {
+    catalog: Catalog,
+    /// Upstreams that announced `notifications/tools/list_changed` since their last listing.
+    stale: HashSet<String>,
+    /// When each upstream was last listed (successfully or not): a tool still unknown right
+    /// after a listing is not worth listing again on every call.
+    listed: HashMap<String, Instant>,
 }
 
 impl Default for CatalogState {
@@ -50,83 +57,65 @@ impl CatalogState {
     /// An empty catalog that pins at most `max_tools_per_upstream` tools per upstream.
     pub fn new(max_tools_per_upstream: usize, metrics: ProxyMetrics) -> Self {
         Self {
-            catalog: RwLock::default(),
+            pins: RwLock::default(),
             max_tools_per_upstream,
             metrics,
-            stale: Mutex::default(),
             refreshing: Mutex::default(),
-            listed: Mutex::default(),
             refused: Mutex::default(),
         }
     }
 
     pub fn get(&self, upstream: &str, tool: &str) -> Option<PinnedTool> {
-        self.catalog
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(upstream, tool)
-            .cloned()
+        self.read().catalog.get(upstream, tool).cloned()
     }
 
     /// The pinned tool when the catalog can answer without listing the upstream again:
     /// `Some(pin)` (the pin, or `None` for a tool still unknown right after a listing), or
     /// `None` when the upstream must be listed first.
     pub fn answer(&self, upstream: &str, tool: &str, now: Instant) -> Option<Option<PinnedTool>> {
-        if self.is_stale(upstream) {
+        let pins = self.read();
+        if pins.stale.contains(upstream) {
             return None;
         }
-        let pin = self.get(upstream, tool);
-        (pin.is_some() || self.listed_recently(upstream, now)).then_some(pin)
+        let pin = pins.catalog.get(upstream, tool).cloned();
+        let listed_recently = || {
+            pins.listed
+                .get(upstream)
+                .is_some_and(|at| now.saturating_duration_since(*at) < RELIST_AFTER)
+        };
+        (pin.is_some() || listed_recently()).then_some(pin)
     }
 
     pub fn pinned_risks(&self, upstream: &str) -> Vec<(String, Risk)> {
-        self.catalog
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .pinned_risks(upstream)
+        self.read().catalog.pinned_risks(upstream)
     }
 
     pub fn raise(&self, upstream: &str, tool: &str, risk: Risk) -> bool {
-        self.catalog
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .raise(upstream, tool, risk)
+        self.write().catalog.raise(upstream, tool, risk)
     }
 
     pub fn mark_stale(&self, upstream: &str) {
-        self.stale
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(upstream.to_owned());
-    }
-
-    fn listed_recently(&self, upstream: &str, now: Instant) -> bool {
-        self.listed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(upstream)
-            .is_some_and(|at| now.saturating_duration_since(*at) < RELIST_AFTER)
+        self.write().stale.insert(upstream.to_owned());
     }
 
     pub fn mark_listed(&self, upstream: &str, now: Instant) {
-        self.listed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(upstream.to_owned(), now);
+        self.write().listed.insert(upstream.to_owned(), now);
     }
 
-    fn is_stale(&self, upstream: &str) -> bool {
-        self.stale
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(upstream)
+    fn read(&self) -> RwLockReadGuard<'_, Pins> {
+        self.pins.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Pins> {
+        self.pins.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Pins one complete listing, within the upstream's bound: new tools past it stay unpinned
     /// (and so `unknown`), pinned ones are never evicted.
     pub fn observe(&self, upstream: &str, tools: &[Value]) {
         let (events, bounded, pinned) = {
-            let mut catalog = self.catalog.write().unwrap_or_else(|p| p.into_inner());
+            let mut pins = self.write();
+            let catalog = &mut pins.catalog;
             let bounded = bound_listing(
                 tools,
                 |name| catalog.get(upstream, name).is_some(),
@@ -135,12 +124,9 @@ impl CatalogState {
             );
             let events = catalog.observe(upstream, &bounded.tools);
             let pinned = catalog.tools(upstream).count();
+            pins.stale.remove(upstream);
             (events, bounded, pinned)
         };
-        self.stale
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(upstream);
         for event in events {
             info!(?event, "tool catalog changed");
         }
@@ -171,8 +157,7 @@ impl CatalogState {
     /// How `policy` treats each tool of `tools` against the pins held for `upstream`
     /// ([`Policy::explain_pinned`]): for a listing just pinned here, without pinning it again.
     pub fn explain(&self, policy: &Policy, upstream: &str, tools: &[Value]) -> Vec<Explanation> {
-        let catalog = self.catalog.read().unwrap_or_else(|p| p.into_inner());
-        policy.explain_pinned(upstream, tools, &catalog)
+        policy.explain_pinned(upstream, tools, &self.read().catalog)
     }
 
     /// The lock held while listing `upstream`.
