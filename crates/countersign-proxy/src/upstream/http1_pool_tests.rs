@@ -94,7 +94,12 @@ fn far() -> Instant {
 }
 
 async fn read_all(pool: &Http1Pool) -> Bytes {
-    let body = pool.send(request(), far()).await.unwrap().into_body();
+    read_all_by(pool, far()).await
+}
+
+/// The body of one request's answer, whose head must arrive by `by`.
+async fn read_all_by(pool: &Http1Pool, by: Instant) -> Bytes {
+    let body = pool.send(request(), by).await.unwrap().into_body();
     body.collect().await.unwrap().to_bytes()
 }
 
@@ -206,6 +211,45 @@ async fn connections_idle_past_the_timeout_are_not_reused() {
     assert_eq!(server.connections.load(Ordering::SeqCst), 2);
 }
 
+/// Reads from `stream` until `buffer` holds a whole request (a head and a 2-byte body) and
+/// takes it out; false once the client has closed.
+async fn next_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> bool {
+    loop {
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n")
+            && buffer.len() >= end + 6
+        {
+            buffer.drain(..end + 6);
+            return true;
+        }
+        let mut chunk = [0u8; 4096];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// A server that hands each connection it accepts to `serve`, in a task of its own. Returns
+/// the URL and the connection count.
+async fn accepting<F, Fut>(serve: F) -> (String, Arc<AtomicUsize>)
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let count = connections.clone();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(serve(stream));
+        }
+    });
+    (url, connections)
+}
+
 /// A server that answers each request (a head and a 2-byte body) with `answer`, written in
 /// pieces of `step` bytes, and then closes the connection if `close` says so (without saying
 /// so in the answer). Returns the URL, the connection count, and a notice sent whenever it has
@@ -215,47 +259,29 @@ async fn scripted(
     step: usize,
     close: bool,
 ) -> (String, Arc<AtomicUsize>, Arc<tokio::sync::Notify>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let connections = Arc::new(AtomicUsize::new(0));
     let closed = Arc::new(tokio::sync::Notify::new());
-    let (count, notify) = (connections.clone(), closed.clone());
-    tokio::spawn(async move {
-        loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            count.fetch_add(1, Ordering::SeqCst);
-            let notify = notify.clone();
-            tokio::spawn(async move {
-                let mut buffer = Vec::new();
-                loop {
-                    let mut chunk = [0u8; 4096];
-                    match stream.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-                    }
-                    let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        continue;
-                    };
-                    if buffer.len() < end + 6 {
-                        continue;
-                    }
-                    buffer.drain(..end + 6);
-                    for piece in answer.chunks(step) {
-                        if stream.write_all(piece).await.is_err() {
-                            return;
-                        }
-                        stream.flush().await.unwrap();
-                        tokio::task::yield_now().await;
-                    }
-                    if close {
-                        drop(stream);
-                        notify.notify_one();
+    let notify = closed.clone();
+    let (url, connections) = accepting(move |mut stream| {
+        let notify = notify.clone();
+        async move {
+            let mut buffer = Vec::new();
+            while next_request(&mut stream, &mut buffer).await {
+                for piece in answer.chunks(step) {
+                    if stream.write_all(piece).await.is_err() {
                         return;
                     }
+                    stream.flush().await.unwrap();
+                    tokio::task::yield_now().await;
                 }
-            });
+                if close {
+                    drop(stream);
+                    notify.notify_one();
+                    return;
+                }
+            }
         }
-    });
+    })
+    .await;
     (url, connections, closed)
 }
 
@@ -357,42 +383,22 @@ async fn a_large_answer_arrives_whole_in_reads_that_grow_up_to_their_cap() {
 /// A server that answers the `n`th request it reads (over all its connections) `delays[n]`
 /// after reading it, with a 2-byte body. Returns the URL and the connection count.
 async fn answering_after(delays: Vec<Duration>) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let connections = Arc::new(AtomicUsize::new(0));
-    let count = connections.clone();
     let delays = Arc::new(Mutex::new(delays.into_iter()));
-    tokio::spawn(async move {
-        loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            count.fetch_add(1, Ordering::SeqCst);
-            let delays = delays.clone();
-            tokio::spawn(async move {
-                let mut buffer = Vec::new();
-                loop {
-                    let mut chunk = [0u8; 4096];
-                    match stream.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-                    }
-                    let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        continue;
-                    };
-                    if buffer.len() < end + 6 {
-                        continue;
-                    }
-                    buffer.drain(..end + 6);
-                    let delay = delays.lock().unwrap().next().unwrap_or_default();
-                    tokio::time::sleep(delay).await;
-                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                    if stream.write_all(answer).await.is_err() {
-                        return;
-                    }
+    accepting(move |mut stream| {
+        let delays = delays.clone();
+        async move {
+            let mut buffer = Vec::new();
+            while next_request(&mut stream, &mut buffer).await {
+                let delay = delays.lock().unwrap().next().unwrap_or_default();
+                tokio::time::sleep(delay).await;
+                let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                if stream.write_all(answer).await.is_err() {
+                    return;
                 }
-            });
+            }
         }
-    });
-    (url, connections)
+    })
+    .await
 }
 
 #[tokio::test(start_paused = true)]
@@ -405,30 +411,10 @@ async fn each_request_on_a_reused_connection_waits_for_its_head_until_its_own_de
     ])
     .await;
     let pool = pool_for(&url);
-    let first = pool.send(request(), SystemClock.now() + timeout).await;
-    assert_eq!(
-        first
-            .unwrap()
-            .into_body()
-            .collect()
-            .await
-            .unwrap()
-            .to_bytes(),
-        "ok"
-    );
+    assert_eq!(read_all_by(&pool, SystemClock.now() + timeout).await, "ok");
     // Long past the first request's deadline: the next one gets a deadline of its own.
     tokio::time::advance(timeout * 3).await;
-    let second = pool.send(request(), SystemClock.now() + timeout).await;
-    assert_eq!(
-        second
-            .unwrap()
-            .into_body()
-            .collect()
-            .await
-            .unwrap()
-            .to_bytes(),
-        "ok"
-    );
+    assert_eq!(read_all_by(&pool, SystemClock.now() + timeout).await, "ok");
     assert_eq!(
         connections.load(Ordering::SeqCst),
         1,
