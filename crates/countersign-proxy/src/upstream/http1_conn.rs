@@ -44,7 +44,9 @@ pub(super) struct Connection {
     /// Bounds each request's wait for its response head; made the first time one waits, then
     /// moved from request to request. A timer made per request was registered in the worker's
     /// timer wheel and removed again, each under the wheel's lock; moving a registered timer
-    /// later only updates its deadline.
+    /// later only updates its deadline. While the connection idles the timer keeps the waker
+    /// of the last request that waited, so that request's task stays allocated until the timer
+    /// fires, at most the response timeout later.
     head_timer: Option<Pin<Box<Sleep>>>,
 }
 
