@@ -174,12 +174,16 @@ done
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 echo
-echo "| target | peak req/s (median of $ROUNDS) | CPU µs per request | of which system | forced switches per request | × nginx |"
+# Against the nginx proxy in the run: the one sharing the upstream's process if it ran, else the
+# one in a process of its own (as bench/run.sh runs it).
+yard=nginx
+[[ -n ${rates[nginx]:-} ]] || yard=nginx-apart
+echo "| target | peak req/s (median of $ROUNDS) | CPU µs per request | of which system | forced switches per request | × $yard |"
 echo "|---|---:|---:|---:|---:|---:|"
-nginx_rate=$(median <<<"${rates[nginx]}")
+nginx_rate=$(median <<<"${rates[$yard]:-}")
 for target in "${TARGETS[@]}"; do
     rate=$(median <<<"${rates[$target]}")
     printf '| %s | %s | %s | %s | %s | %s |\n' "$target" "$rate" "$(median <<<"${cpus[$target]}")" \
         "$(median <<<"${syss[$target]}")" "$(median <<<"${forceds[$target]}")" \
-        "$(awk -v a="$rate" -v b="$nginx_rate" 'BEGIN {printf "%.2f", a / b}')"
+        "$(awk -v a="$rate" -v b="$nginx_rate" 'BEGIN {if (b > 0) printf "%.2f", a / b; else printf "—"}')"
 done
