@@ -19,6 +19,7 @@ pub mod client_limit;
 pub mod clock;
 pub mod config;
 pub mod context;
+mod deadline_timer;
 pub mod discovery;
 pub mod display;
 pub mod downstream;

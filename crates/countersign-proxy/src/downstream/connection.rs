@@ -27,6 +27,8 @@ use super::head::{BodyFraming, HeadError, HeadLimits, RequestHead, parse_request
 use super::request_body::RequestBody;
 use super::response::{ResponseFraming, choose_framing, encode_head, refusal};
 use crate::body::ResponseBody;
+use crate::clock::{Clock, SystemClock};
+use crate::deadline_timer::DeadlineTimer;
 use crate::http_fields::has_connection_token;
 use crate::socket::{read_draining, write_all, write_all_vectored};
 
@@ -74,19 +76,14 @@ pub(crate) async fn serve_connection<S>(
         }
     };
     tokio::pin!(stopping);
-    // One timer for the connection's life, moved on before each head: a timer made per request
-    // was registered in the worker's timer wheel and removed again, under its lock, every time,
-    // while moving a registered timer later only updates its own deadline.
-    let head_deadline = tokio::time::sleep(settings.header_read_timeout);
-    tokio::pin!(head_deadline);
+    // One timer for the connection's life, moved on before each head.
+    let mut head_timer = DeadlineTimer::default();
     loop {
-        head_deadline
-            .as_mut()
-            .reset(head_wait_start() + settings.header_read_timeout);
+        let head_by = SystemClock.now() + settings.header_read_timeout;
         let read = tokio::select! {
             biased;
             read = connection.read_head(settings.head) => read,
-            () = &mut head_deadline => return,
+            () = head_timer.passed(head_by) => return,
             () = &mut stopping => return,
         };
         let head = match read {
@@ -151,13 +148,6 @@ pub(crate) async fn serve_connection<S>(
             _ => return,
         }
     }
-}
-
-// The connection's own deadline, not request timing: tokio's clock, which paused-time tests
-// move as they move the timer.
-#[allow(clippy::disallowed_methods)]
-fn head_wait_start() -> tokio::time::Instant {
-    tokio::time::Instant::now()
 }
 
 #[derive(Debug)]

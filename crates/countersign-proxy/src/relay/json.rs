@@ -19,7 +19,6 @@
 //! A cut counts in `countersign_limit_hits_total` (`response_bytes`, `response_timeout`) and is
 //! logged; the request was already counted `forwarded`, since its headers were.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -28,10 +27,11 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::net::TcpStream;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tracing::warn;
 
 use crate::body::BoxError;
+use crate::deadline_timer::DeadlineTimer;
 use crate::error::ProxyError;
 use crate::metrics::ProxyMetrics;
 use crate::splice::SpliceError;
@@ -60,11 +60,9 @@ pin_project! {
         read_before: bool,
         // When the whole body must have passed: its headers' arrival plus `bounds.deadline`.
         ends_by: Instant,
-        // Armed at `ends_by` the first time the relay would wait, which most answers, whole
-        // with their head, never do: a timer made up front cost a clock read and a reference
-        // to the runtime for every one of them.
-        #[pin]
-        timer: Option<Sleep>,
+        // Made the first time the relay would wait, which most answers, whole with their head,
+        // never do.
+        timer: DeadlineTimer,
         metrics: ProxyMetrics,
         upstream_label: &'static str,
     }
@@ -104,7 +102,7 @@ impl<B: Body> JsonRelay<B> {
             bounds,
             read_before: false,
             ends_by: headers_at + bounds.deadline,
-            timer: None,
+            timer: DeadlineTimer::default(),
             metrics: metrics.clone(),
             upstream_label,
         })
@@ -133,15 +131,13 @@ where
             // headers at once, nor once the upstream has ended, when no read can take long:
             // then an answer whose body came with its head, most of them, never arms the timer.
             let checked = *this.read_before && !upstream.is_end_stream();
-            if checked && past_deadline(this.timer.as_mut(), *this.ends_by, cx) {
+            if checked && this.timer.poll_passed(*this.ends_by, cx) {
                 return Poll::Ready(Some(Err(timed_out(&mut this))));
             }
             *this.read_before = true;
             match upstream.poll_frame(cx) {
                 // Waiting for the upstream: the timer must be armed to end the wait.
-                Poll::Pending
-                    if !checked && past_deadline(this.timer.as_mut(), *this.ends_by, cx) =>
-                {
+                Poll::Pending if !checked && this.timer.poll_passed(*this.ends_by, cx) => {
                     return Poll::Ready(Some(Err(timed_out(&mut this))));
                 }
                 Poll::Pending => return Poll::Pending,
@@ -235,20 +231,6 @@ impl JsonRelay<WireBody> {
         };
         Err(std::io::Error::other(error))
     }
-}
-
-/// Whether the body's deadline has passed; otherwise `cx` is woken when it does.
-fn past_deadline(
-    mut timer: Pin<&mut Option<Sleep>>,
-    ends_by: Instant,
-    cx: &mut Context<'_>,
-) -> bool {
-    if timer.is_none() {
-        timer.set(Some(tokio::time::sleep_until(ends_by)));
-    }
-    timer
-        .as_pin_mut()
-        .is_some_and(|timer| timer.poll(cx).is_ready())
 }
 
 /// Ends the body at its deadline.

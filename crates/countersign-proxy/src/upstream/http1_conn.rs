@@ -5,7 +5,7 @@
 //! buffer: the read buffer is reserved only once the socket is readable, and released when
 //! everything read has been handed on.
 
-use std::future::{Future, poll_fn};
+use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker, ready};
@@ -14,12 +14,13 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::net::TcpStream;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use super::failure::HeadOverdue;
 use super::http1_pool::Lent;
 use super::http1_wire::{Decoded, Framing, Head, WireError, parse_head};
 use crate::body::BoxError;
+use crate::deadline_timer::DeadlineTimer;
 use crate::splice::{SpliceError, Way, splice_exactly};
 
 /// Bytes reserved for an answer's first read: most MCP answers arrive in one.
@@ -41,13 +42,8 @@ pub(super) struct Connection {
     /// Room reserved for the next read: [`FIRST_READ`] at each answer's start, doubled after
     /// each read that fills it.
     read_size: usize,
-    /// Bounds each request's wait for its response head; made the first time one waits, then
-    /// moved from request to request. A timer made per request was registered in the worker's
-    /// timer wheel and removed again, each under the wheel's lock; moving a registered timer
-    /// later only updates its deadline. While the connection idles the timer keeps the waker
-    /// of the last request that waited, so that request's task stays allocated until the timer
-    /// fires, at most the response timeout later.
-    head_timer: Option<Pin<Box<Sleep>>>,
+    /// Bounds each request's wait for its response head, one timer for the connection's life.
+    head_timer: DeadlineTimer,
 }
 
 /// A request could not be written; `unsent` says whether none of it reached the socket, so
@@ -64,7 +60,7 @@ impl Connection {
             stream,
             buf: BytesMut::new(),
             read_size: FIRST_READ,
-            head_timer: None,
+            head_timer: DeadlineTimer::default(),
         }
     }
 
@@ -177,22 +173,9 @@ impl Connection {
         by: Instant,
         cx: &mut Context<'_>,
     ) -> Poll<Option<T>> {
-        if let Poll::Ready(ready) = poll {
-            return Poll::Ready(Some(ready));
-        }
-        let timer = match &mut self.head_timer {
-            Some(timer) => {
-                if timer.deadline() != by {
-                    timer.as_mut().reset(by);
-                }
-                timer
-            }
-            None => self
-                .head_timer
-                .insert(Box::pin(tokio::time::sleep_until(by))),
-        };
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(None),
+        match poll {
+            Poll::Ready(ready) => Poll::Ready(Some(ready)),
+            Poll::Pending if self.head_timer.poll_passed(by, cx) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
     }

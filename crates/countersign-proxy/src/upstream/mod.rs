@@ -47,6 +47,7 @@ use http::{Method, Request, Response};
 use http_body_util::Full;
 use tokio::time::Instant;
 
+use crate::clock::{Clock, SystemClock};
 use crate::config::{Transport, Upstream};
 use crate::error::ProxyError;
 use crate::http_fields;
@@ -120,12 +121,8 @@ impl UpstreamClient {
         upstream: &Upstream,
         request: Request<Full<Bytes>>,
     ) -> Result<Response<UpstreamBody>, ProxyError> {
-        self.send_by(
-            upstream,
-            request,
-            sending_starts() + upstream.response_timeout,
-        )
-        .await
+        let by = SystemClock.now() + upstream.response_timeout;
+        self.send_by(upstream, request, by).await
     }
 
     /// Forwards a client's request as [`UpstreamClient::send`] sends one, its
@@ -214,13 +211,6 @@ fn over_http<'a>(
         }
         sent
     })
-}
-
-// Where a response timeout starts when the caller has no clock read of its own: tokio's clock,
-// as `tokio::time::timeout` reads it, so paused-time tests move the deadline with the timer.
-#[allow(clippy::disallowed_methods)]
-fn sending_starts() -> Instant {
-    Instant::now()
 }
 
 fn timed_out(upstream: &Upstream) -> ProxyError {
