@@ -17,7 +17,7 @@
 //! went out, is replaced and the request sent on another; a request that was written is never
 //! resent, since a `tools/call` is not idempotent.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -36,6 +36,9 @@ use crate::workers;
 
 /// Idle connections kept per worker; beyond this, a connection whose response ended is closed.
 const MAX_IDLE: usize = 256;
+/// Idle lists per pool: one per worker up to this many workers, which then share them (a busier
+/// lock, never a wrong connection: every list is only ever used under its own lock).
+const IDLE_LISTS: usize = 64;
 
 /// An idle connection older than this is closed rather than used: a middlebox may have dropped
 /// it silently, and a request sent on it would wait out the response timeout.
@@ -56,9 +59,16 @@ struct Shared {
     address: String,
     connect_timeout: Duration,
     /// Per worker, most recently used last: the next request takes the warmest connection
-    /// driven by its own worker.
-    idle: Mutex<Vec<Vec<Idle>>>,
+    /// driven by its own worker. A lock per list, each on cache lines of its own: with one lock
+    /// for all of them, every worker wrote the same line twice a request (checkout and give
+    /// back), and the line moved between cores at each.
+    idle: Box<[IdleList]>,
 }
+
+/// One worker's idle connections.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct IdleList(Mutex<Vec<Idle>>);
 
 #[derive(Debug)]
 struct Idle {
@@ -98,9 +108,8 @@ impl Lent {
             return;
         }
         let now = now();
-        let mut lists = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let idle = worker_list(&mut lists, worker);
-        expire(idle, now);
+        let mut idle = pool.idle_of(worker);
+        expire(&mut idle, now);
         if idle.len() < MAX_IDLE {
             idle.push(Idle {
                 connection,
@@ -130,7 +139,7 @@ impl Http1Pool {
             shared: Arc::new(Shared {
                 address,
                 connect_timeout: upstream.connect_timeout,
-                idle: Mutex::new(Vec::new()),
+                idle: (0..IDLE_LISTS).map(|_| IdleList::default()).collect(),
             }),
         }
     }
@@ -207,9 +216,8 @@ impl Http1Pool {
     /// The most recently used idle connection of `worker` that is still open and not too old.
     fn checkout(&self, worker: usize) -> Option<Connection> {
         let now = now();
-        let mut lists = self.shared.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let idle = worker_list(&mut lists, worker);
-        expire(idle, now);
+        let mut idle = self.shared.idle_of(worker);
+        expire(&mut idle, now);
         while let Some(Idle { connection, since }) = idle.pop() {
             if !connection.is_closed(now.saturating_duration_since(since)) {
                 return Some(connection);
@@ -220,11 +228,21 @@ impl Http1Pool {
 
     #[cfg(test)]
     fn idle_count(&self) -> usize {
-        self.shared.idle.lock().unwrap().iter().map(Vec::len).sum()
+        self.shared
+            .idle
+            .iter()
+            .map(|list| list.0.lock().unwrap().len())
+            .sum()
     }
 }
 
 impl Shared {
+    /// The idle connections of `worker`, locked.
+    fn idle_of(&self, worker: usize) -> MutexGuard<'_, Vec<Idle>> {
+        let list = &self.idle[worker % self.idle.len()];
+        list.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     async fn open_stream(&self) -> Result<TcpStream, BoxError> {
         let opened = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&self.address))
             .await
@@ -242,14 +260,6 @@ impl Shared {
         stream.set_nodelay(true)?;
         Ok(stream)
     }
-}
-
-/// The idle list of `worker`, made on its first use.
-fn worker_list(lists: &mut Vec<Vec<Idle>>, worker: usize) -> &mut Vec<Idle> {
-    if lists.len() <= worker {
-        lists.resize_with(worker + 1, Vec::new);
-    }
-    &mut lists[worker]
 }
 
 /// Drops the idle connections older than [`IDLE_TIMEOUT`]: the front of the list, which holds
