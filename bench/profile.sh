@@ -6,8 +6,10 @@
 # Same setup as bench/run.sh's `pinned` scenario: the benchmark upstream (nginx, fixed response)
 # and the gateway (TOKIO_WORKER_THREADS=1) on CPU 0, wrk on CPU 1, saturating. perf samples the
 # gateway process only, with DWARF call graphs (the release profile keeps line tables).
-# Knobs: PROFILE_SECONDS (default 10), BENCH_SKIP_BUILD=1. Writes bench/results/perf.data and
-# bench/results/profile.txt (flat and caller-folded top symbols).
+# Knobs: PROFILE_SECONDS (default 10), BENCH_SKIP_BUILD=1, PROFILE_GATEWAY_BIN (another build,
+# such as scripts/pgo-build.sh's). Writes bench/results/perf.data and bench/results/profile.txt
+# (time by activity: the gateway's own code or the system call it is in; flat and caller-folded
+# top symbols).
 
 set -euo pipefail
 
@@ -15,6 +17,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$ROOT/bench
 RESULTS=$BENCH/results
 SECONDS_TO_PROFILE=${PROFILE_SECONDS:-10}
+GATEWAY_BIN=${PROFILE_GATEWAY_BIN:-$ROOT/target/release/countersign}
 
 log() { printf '[profile] %s\n' "$*" >&2; }
 
@@ -48,7 +51,7 @@ write_fixed_upstream_conf "$UP"
 taskset -c 0 "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 wait_port "$UP"
-taskset -c 0 env -u RUST_LOG TOKIO_WORKER_THREADS=1 "$ROOT/target/release/countersign" serve \
+taskset -c 0 env -u RUST_LOG TOKIO_WORKER_THREADS=1 "$GATEWAY_BIN" serve \
     --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GW" --admin off --policy "$BENCH/policy.yaml" \
     >/dev/null 2>"$WORK/gateway.log" &
 GW_PID=$!
@@ -69,6 +72,47 @@ wait "$WRK_PID"
     echo "# wrk during the profile"
     cat "$RESULTS/profile-wrk.txt"
     echo
+    echo "# time by activity: user code, or the system call a kernel sample is in"
+    # The kernel's loopback TCP work for a send runs in the sender's context, so a send to the
+    # upstream carries the upstream side's receive and the wake-up of its process, and, where
+    # that wake-up preempts the gateway, the switch away and back ("with a switch").
+    perf script -i "$RESULTS/perf.data" -F ip,sym 2>/dev/null | python3 -c '
+import collections, sys
+counts, total, frames = collections.Counter(), 0, []
+def tally(frames):
+    global total
+    if not frames:
+        return
+    total += 1
+    stack = " ".join(frames)
+    if "__libc_send" in stack:
+        what = "send to the upstream" if "http1_conn" in stack or "upstream" in stack else "send"
+    elif "writev" in stack:
+        what = "writev to the client"
+    elif "__libc_recv" in stack:
+        what = "recv"
+    elif "epoll_wait" in stack:
+        what = "epoll_wait"
+    elif frames[0].startswith("[k]"):
+        what = "other kernel"
+    else:
+        what = "user code"
+    if "finish_task_switch" in stack:
+        what += ", with a switch"
+    counts[what] += 1
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        tally(frames)
+        frames = []
+        continue
+    address, _, symbol = line.partition(" ")
+    frames.append(("[k] " if address.startswith("ffffffff") else "") + symbol)
+tally(frames)
+for what, n in counts.most_common():
+    print(f"{100 * n / max(total, 1):5.1f} %  {what}")
+'
+    echo
     echo "# self time by symbol"
     perf report -i "$RESULTS/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | sed 's/  */ /g'
     echo
@@ -84,7 +128,7 @@ wait "$WRK_PID"
     # A locked instruction's cost lands on it or, by the sampling's skid, on the one after it:
     # reference counts (Arc, Bytes), tokio's task states, mutexes. Counted over every annotated
     # instruction of the binary, weighted by its function's samples.
-    perf annotate -i "$RESULTS/perf.data" --stdio --dsos "$ROOT/target/release/countersign" 2>/dev/null \
+    perf annotate -i "$RESULTS/perf.data" --stdio --dsos "$GATEWAY_BIN" 2>/dev/null \
         | python3 -c '
 import re, sys
 weight, rows = None, []

@@ -334,13 +334,15 @@ impl Payload {
     /// The ids of its requests, in order: the answers the body is owed (notifications and
     /// responses are owed none).
     pub fn request_ids(&self) -> Vec<RequestId> {
-        self.messages()
-            .iter()
-            .filter_map(|message| match message {
-                Message::Request(request) => Some(request.id.clone()),
-                Message::Notification(_) | Message::Response(_) => None,
-            })
-            .collect()
+        self.owed().cloned().collect()
+    }
+
+    /// [`Payload::request_ids`], borrowed.
+    pub fn owed(&self) -> impl Iterator<Item = &RequestId> {
+        self.messages().iter().filter_map(|message| match message {
+            Message::Request(request) => Some(&request.id),
+            Message::Notification(_) | Message::Response(_) => None,
+        })
     }
 
     /// Whether the body was a JSON array.

@@ -1,6 +1,7 @@
 //! The small vocabulary shared by the policy file, the catalog and decisions.
 
 use std::fmt;
+use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -161,7 +162,7 @@ impl fmt::Display for Method {
 }
 
 /// Who is calling, as established by the identity layer.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
     /// Stable subject id (the token's `sub`).
     pub id: String,
@@ -169,7 +170,24 @@ pub struct Principal {
     pub groups: Vec<String>,
     /// The verified token's claims (`principal.claims` in conditions); empty for callers named
     /// by a trusted header or an API key.
-    pub claims: std::sync::Arc<serde_json::Map<String, serde_json::Value>>,
+    pub claims: Arc<Claims>,
+}
+
+/// A verified token's claims, by name.
+pub(crate) type Claims = serde_json::Map<String, serde_json::Value>;
+
+impl Default for Principal {
+    /// No id, no groups, no claims. The empty claims are one map every such principal shares:
+    /// callers named by a trusted header or an API key, and anonymous ones, are made per
+    /// request, and a map of their own was an allocation each.
+    fn default() -> Self {
+        static NO_CLAIMS: LazyLock<Arc<Claims>> = LazyLock::new(Default::default);
+        Self {
+            id: String::new(),
+            groups: Vec::new(),
+            claims: NO_CLAIMS.clone(),
+        }
+    }
 }
 
 /// Whether `name` is an acceptable MCP tool name: `[A-Za-z0-9_.-]{1,128}`.

@@ -14,7 +14,7 @@ use std::sync::{Arc, LazyLock};
 use std::task::Poll;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use http::{Method, Request, Response, Version};
 use http_body::Body;
 use http_body_util::BodyExt;
@@ -205,7 +205,8 @@ impl Connection {
     fn take_body_bytes(&mut self, length: u64) -> Bytes {
         let n = usize::try_from(length).map_or(self.buf.len(), |n| n.min(self.buf.len()));
         let first = Bytes::copy_from_slice(&self.buf[..n]);
-        let _ = self.buf.split_to(n);
+        // Not `split_to`: that would make the buffer shared (an allocation) only to drop the part.
+        self.buf.advance(n);
         self.release_if_empty();
         first
     }

@@ -94,8 +94,9 @@ impl Shared {
             PendingAnswers::new(
                 cleared
                     .payload()
-                    .map(Payload::request_ids)
-                    .unwrap_or_default(),
+                    .into_iter()
+                    .flat_map(Payload::owed)
+                    .cloned(),
             ),
         )
         .await;

@@ -4,18 +4,23 @@
 
 use countersign_jsonrpc::message::{RequestId, answer_id, error_response};
 use countersign_jsonrpc::sse::SseEvent;
+use smallvec::SmallVec;
 
 use crate::error::ProxyError;
 
 /// Ids of the forwarded requests whose responses have not passed yet.
 #[derive(Debug, Default)]
 pub struct PendingAnswers {
-    ids: Vec<RequestId>,
+    /// Inline for the usual one request: every forwarded POST makes one of these, and a `Vec`
+    /// was an allocation per call.
+    ids: SmallVec<[RequestId; 1]>,
 }
 
 impl PendingAnswers {
-    pub fn new(ids: Vec<RequestId>) -> Self {
-        Self { ids }
+    pub fn new(ids: impl IntoIterator<Item = RequestId>) -> Self {
+        Self {
+            ids: ids.into_iter().collect(),
+        }
     }
 
     /// Notes one relayed message: a response to a pending request settles it.

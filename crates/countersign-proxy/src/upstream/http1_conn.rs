@@ -112,7 +112,7 @@ impl Connection {
             })
             .await;
             let result = match ready {
-                Some(Ok(())) => self.stream.try_write(bytes),
+                Some(Ok(())) => crate::socket::try_write(&self.stream, bytes, &[]),
                 Some(Err(error)) => Err(error),
                 None => {
                     return Err(WriteFailure {
