@@ -12,6 +12,8 @@
 
 pub mod approval;
 pub mod audit;
+#[doc(hidden)]
+pub mod benching;
 pub mod body;
 pub mod catalog;
 pub mod classify;
