@@ -36,8 +36,9 @@ use crate::workers;
 
 /// Idle connections kept per worker; beyond this, a connection whose response ended is closed.
 const MAX_IDLE: usize = 256;
-/// Idle lists per pool: one per worker up to this many workers, which then share them (a busier
-/// lock, never a wrong connection: every list is only ever used under its own lock).
+/// Idle lists per pool: one per worker up to this many workers. Past it, workers share lists and
+/// may take a connection another worker opened: slower (its readiness is reported by the worker
+/// that opened it), never wrong.
 const IDLE_LISTS: usize = 64;
 
 /// An idle connection older than this is closed rather than used: a middlebox may have dropped
