@@ -79,20 +79,35 @@ wait "$WRK_PID"
     perf script -i "$RESULTS/perf.data" -F ip,sym 2>/dev/null | python3 -c '
 import collections, sys
 counts, total, frames = collections.Counter(), 0, []
+CALLS = ("sendto", "send"), ("writev", "writev"), ("recvfrom", "recv"), ("epoll_wait", "epoll_wait")
+def system_call(frames):
+    # By the kernel function that runs it, whichever library (libc, rustix) made the call; a
+    # sample taken on the way out (a switch before returning to user space) has only the
+    # caller: its innermost user-space frames name the call.
+    kernel = " ".join(f for f in frames if f.startswith("[k]"))
+    for call, name in CALLS:
+        if f"sys_{call}" in kernel or f"do_{call}" in kernel:
+            return name
+    if kernel:
+        caller = " ".join([f.split(" (")[0] for f in frames if not f.startswith("[k]")][:3])
+        for call, name in CALLS:
+            if any(word in (call, name) for word in caller.replace("::", " ").split()):
+                return name
+    return None
 def tally(frames):
     global total
     if not frames:
         return
     total += 1
     stack = " ".join(frames)
-    if "__libc_send" in stack:
-        what = "send to the upstream" if "http1_conn" in stack or "upstream" in stack else "send"
-    elif "writev" in stack:
+    call = system_call(frames)
+    if call == "send":
+        upstream = "http1_conn" in stack or "upstream" in stack
+        what = "send to the upstream" if upstream else "send to the client"
+    elif call == "writev":
         what = "writev to the client"
-    elif "__libc_recv" in stack:
-        what = "recv"
-    elif "epoll_wait" in stack:
-        what = "epoll_wait"
+    elif call is not None:
+        what = call
     elif frames[0].startswith("[k]"):
         what = "other kernel"
     else:
