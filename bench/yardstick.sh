@@ -25,8 +25,9 @@
 # had just woken (nginx's proxy shares its process with the upstream, so it has none of those).
 # YARDSTICK_SCENARIO=default instead: nothing pinned, nginx `worker_processes auto`, the gateway
 # and the floor with their default worker counts, wrk -t2 (run.sh's `default` scenario).
-# Knobs: YARDSTICK_ROUNDS (3), YARDSTICK_SECONDS (5), YARDSTICK_TARGETS (all five; nginx must
-# be among them), BENCH_SKIP_BUILD=1, GATEWAY_BIN (another build of the gateway), GATEWAY_B_BIN
+# Knobs: YARDSTICK_ROUNDS (3), YARDSTICK_SECONDS (5), YARDSTICK_TARGETS (default `direct nginx
+# floor floor-inline gateway`; the last column compares with nginx, or with nginx-apart when
+# nginx is not among them), BENCH_SKIP_BUILD=1, GATEWAY_BIN (another build of the gateway), GATEWAY_B_BIN
 # (a second build, measured as `gateway-b`: add it to YARDSTICK_TARGETS for an A/B comparison).
 
 set -euo pipefail

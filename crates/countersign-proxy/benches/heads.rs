@@ -1,7 +1,8 @@
 //! The two HTTP/1.1 heads every read parses: the client's request head (the gateway's own
 //! server) and the upstream's response head (its plain-upstream connection), each into the
-//! `http` types the layers read. Together about a tenth of a read's instructions
-//! (`bash bench/instructions.sh`).
+//! `http` types the layers read. Under callgrind about 8,200 and 5,300 instructions here (with
+//! this bench's glibc malloc), against some 58,600 for a whole read through the gateway
+//! (`bash bench/instructions.sh`): the largest single step of a read.
 
 use std::hint::black_box;
 

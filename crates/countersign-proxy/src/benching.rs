@@ -3,20 +3,33 @@
 
 use bytes::BytesMut;
 
-/// Parses `head`, a client's request head, as the gateway's server does with its default
-/// limits; the number of fields it kept. Panics when the head is not a complete, valid one.
+use crate::config::Limits;
+use crate::downstream::{HeadLimits, parse_request_head};
+use crate::upstream::parse_response_head;
+
+/// Parses `head`, a client's request head, as the gateway's server does with the default
+/// limits; the number of fields its map kept. Panics unless `head` is one whole, valid head.
 pub fn parse_client_head(head: &[u8]) -> usize {
     let mut buf = BytesMut::from(head);
-    let parsed = crate::downstream::parse_head_for_bench(&mut buf);
+    let limits = HeadLimits::from(&Limits::default());
+    let parsed = parse_request_head(&mut buf, limits).expect("a valid request head");
     assert!(buf.is_empty(), "the whole head was consumed");
     parsed
+        .expect("a whole request head")
+        .request
+        .headers()
+        .len()
 }
 
 /// Parses `head`, an upstream's response head, as a plain upstream connection does; the
-/// number of fields it kept. Panics when the head is not a complete, valid one.
+/// number of fields its map kept. Panics unless `head` is one whole, valid head.
 pub fn parse_upstream_head(head: &[u8]) -> usize {
     let mut buf = BytesMut::from(head);
-    let parsed = crate::upstream::parse_head_for_bench(&mut buf);
+    let parsed = parse_response_head(&mut buf).expect("a valid response head");
     assert!(buf.is_empty(), "the whole head was consumed");
     parsed
+        .expect("a whole response head")
+        .response
+        .headers()
+        .len()
 }

@@ -59,10 +59,7 @@ where
 {
     let limits = &settings.limits;
     let connection_settings = ConnectionSettings {
-        head: HeadLimits {
-            max_headers: limits.max_headers.get(),
-            max_head_bytes: limits.max_header_bytes.get(),
-        },
+        head: HeadLimits::from(limits),
         header_read_timeout: limits.header_read_timeout,
     };
     // Every connection holds a receiver: `true` asks idle ones to close, and the sender's

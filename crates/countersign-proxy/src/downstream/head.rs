@@ -70,6 +70,15 @@ pub(crate) struct HeadLimits {
     pub(crate) max_head_bytes: usize,
 }
 
+impl From<&crate::config::Limits> for HeadLimits {
+    fn from(limits: &crate::config::Limits) -> Self {
+        Self {
+            max_headers: limits.max_headers.get(),
+            max_head_bytes: limits.max_header_bytes.get(),
+        }
+    }
+}
+
 /// Parses one request head from the front of `buf`, consuming it. `Ok(None)`: more bytes are
 /// needed. Blank lines before a request line are skipped (RFC 9112 §2.2).
 pub(crate) fn parse_request_head(

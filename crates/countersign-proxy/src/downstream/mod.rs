@@ -14,22 +14,8 @@ mod request_body;
 mod response;
 
 pub(crate) use connection::{ConnectionSettings, serve_connection};
-pub(crate) use head::HeadLimits;
+pub(crate) use head::{HeadLimits, parse_request_head};
 pub use request_body::{RequestBody, RequestBodyError};
-
-/// [`head::parse_request_head`] with the default limits, for `crate::benching`: the number of
-/// fields of the parsed head.
-pub(crate) fn parse_head_for_bench(buf: &mut bytes::BytesMut) -> usize {
-    let defaults = crate::config::Limits::default();
-    let limits = HeadLimits {
-        max_headers: defaults.max_headers.get(),
-        max_head_bytes: defaults.max_header_bytes.get(),
-    };
-    match head::parse_request_head(buf, limits) {
-        Ok(Some(head)) => head.request.headers().len(),
-        _ => panic!("a complete, valid request head"),
-    }
-}
 
 #[cfg(test)]
 mod tests;

@@ -32,7 +32,7 @@ const MAX_TRAILER_BYTES: usize = 16 * 1024;
 
 /// The upstream's answer broke HTTP/1.1: nothing more is read from the connection.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum WireError {
+pub(crate) enum WireError {
     #[error("upstream response head is malformed: {0}")]
     Head(String),
     #[error("upstream response head exceeds {MAX_HEAD_BYTES} bytes")]
@@ -101,15 +101,15 @@ pub(super) fn write_length_and_body(method: &Method, body: &[u8], out: &mut Vec<
 /// A parsed response head: the response without its body, how the body is framed, and whether
 /// the connection can carry another request once the body has ended.
 #[derive(Debug)]
-pub(super) struct Head {
-    pub(super) response: Response<()>,
+pub(crate) struct Head {
+    pub(crate) response: Response<()>,
     pub(super) framing: Framing,
     pub(super) reusable: bool,
 }
 
 /// Parses one response head from the front of `buf`, consuming it. `Ok(None)`: more bytes
 /// are needed. Interim (1xx) responses are consumed and skipped.
-pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> {
+pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, WireError> {
     loop {
         // Nothing to parse before the first read.
         if buf.is_empty() {

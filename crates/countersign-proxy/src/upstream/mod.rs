@@ -31,19 +31,11 @@ pub use failure::ConnectFailure;
 pub use forwarded::Forwarded;
 pub use http_client::HttpClient;
 pub use http1_conn::WireBody;
+pub(crate) use http1_wire::parse_head as parse_response_head;
 pub use legacy_sse::LegacySseConnector;
 pub use local::{Channel, Connector, LocalUpstream, UpstreamState};
 pub use probe::probe;
 pub use tls::TlsSetupError;
-
-/// [`http1_wire::parse_head`] of a response head, for `crate::benching`: the number of fields
-/// the head's map kept.
-pub(crate) fn parse_head_for_bench(buf: &mut bytes::BytesMut) -> usize {
-    match http1_wire::parse_head(buf) {
-        Ok(Some(head)) => head.response.headers().len(),
-        _ => panic!("a complete, valid response head"),
-    }
-}
 
 use health::Health;
 
