@@ -7,7 +7,9 @@
 # and the gateway (TOKIO_WORKER_THREADS=1) on CPU 0, wrk on CPU 1, saturating. perf samples the
 # gateway process only, with DWARF call graphs (the release profile keeps line tables).
 # Knobs: PROFILE_SECONDS (default 10), BENCH_SKIP_BUILD=1, PROFILE_GATEWAY_BIN (another build,
-# such as scripts/pgo-build.sh's). Writes bench/results/perf.data and bench/results/profile.txt
+# such as scripts/pgo-build.sh's), PROFILE_SCENARIO=default (run.sh's `default` scenario instead:
+# nothing pinned, the gateway's default worker count, wrk -t2; where the workers share state,
+# the cache lines they pass between cores show up as user time). Writes bench/results/perf.data and bench/results/profile.txt
 # (time by activity: the gateway's own code or the system call it is in; flat and caller-folded
 # top symbols).
 
@@ -17,6 +19,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$ROOT/bench
 RESULTS=$BENCH/results
 SECONDS_TO_PROFILE=${PROFILE_SECONDS:-10}
+SCENARIO=${PROFILE_SCENARIO:-pinned}
+case $SCENARIO in
+    pinned) SUT=(taskset -c 0); GEN=(taskset -c 1); WORKERS=(TOKIO_WORKER_THREADS=1); THREADS=1 ;;
+    default) SUT=(); GEN=(); WORKERS=(); THREADS=2 ;;
+    *) printf '[profile] PROFILE_SCENARIO is pinned or default, not %s\n' "$SCENARIO" >&2; exit 2 ;;
+esac
 GATEWAY_BIN=${PROFILE_GATEWAY_BIN:-$ROOT/target/release/countersign}
 
 log() { printf '[profile] %s\n' "$*" >&2; }
@@ -48,10 +56,10 @@ UP=$(port)
 GW=$(port)
 while [[ $GW == "$UP" ]]; do GW=$(port); done
 write_fixed_upstream_conf "$UP"
-taskset -c 0 "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
+${SUT[@]+"${SUT[@]}"} "$NGINX" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 wait_port "$UP"
-taskset -c 0 env -u RUST_LOG TOKIO_WORKER_THREADS=1 "$GATEWAY_BIN" serve \
+${SUT[@]+"${SUT[@]}"} env -u RUST_LOG ${WORKERS[@]+"${WORKERS[@]}"} "$GATEWAY_BIN" serve \
     --upstream "http://127.0.0.1:$UP/mcp" --listen "127.0.0.1:$GW" --admin off --policy "$BENCH/policy.yaml" \
     >/dev/null 2>"$WORK/gateway.log" &
 GW_PID=$!
@@ -60,12 +68,12 @@ wait_port "$GW"
 
 mkdir -p "$RESULTS"
 URL=http://127.0.0.1:$GW/mcp
-taskset -c 1 wrk -t1 -c64 -d2s -s "$BENCH/tools_call.lua" "$URL" >/dev/null
+${GEN[@]+"${GEN[@]}"} wrk -t$THREADS -c64 -d2s -s "$BENCH/tools_call.lua" "$URL" >/dev/null
 log "profiling the gateway (pid $GW_PID) for ${SECONDS_TO_PROFILE}s at peak load"
-taskset -c 1 wrk -t1 -c64 -d"$((SECONDS_TO_PROFILE + 2))s" -s "$BENCH/tools_call.lua" "$URL" >"$RESULTS/profile-wrk.txt" &
+${GEN[@]+"${GEN[@]}"} wrk -t$THREADS -c64 -d"$((SECONDS_TO_PROFILE + 2))s" -s "$BENCH/tools_call.lua" "$URL" >"$RESULTS/profile-wrk.txt" &
 WRK_PID=$!
 sleep 1
-taskset -c 1 perf record -q -F 997 --call-graph dwarf,16384 -p "$GW_PID" -o "$RESULTS/perf.data" \
+${GEN[@]+"${GEN[@]}"} perf record -q -F 997 --call-graph dwarf,16384 -p "$GW_PID" -o "$RESULTS/perf.data" \
     -- sleep "$SECONDS_TO_PROFILE" 2>/dev/null
 wait "$WRK_PID"
 {

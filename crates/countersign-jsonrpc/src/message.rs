@@ -43,7 +43,7 @@ mod top_level;
 
 pub(crate) use envelope::KeyFolds;
 pub use envelope::{EnvelopeError, validate_method};
-pub use serialize::error_response;
+pub use serialize::{compact_result_response, error_response};
 pub use top_level::{TopLevel, TopLevelScan, answer_id};
 
 /// JSON-RPC "Parse error".

@@ -438,11 +438,13 @@ impl ObjectWriter {
         ObjectWriter { out }
     }
 
-    /// Appends `key: value`. The caller keeps keys unique.
+    /// Appends `key: value`. The caller keeps keys unique. The key is escaped straight into
+    /// the object: a buffer of its own was an allocation per member.
     pub fn push(&mut self, key: &str, value: &RawJson) {
-        let mut raw_key = Vec::with_capacity(key.len() + 2);
-        write_json_string(&mut raw_key, key);
-        self.push_raw_key(&raw_key, value.as_bytes());
+        self.start_member(key.len() + 2 + value.len());
+        write_json_string(&mut self.out, key);
+        self.out.push(b':');
+        self.out.extend_from_slice(value.as_bytes());
     }
 
     /// Appends `key: [{"type":"text","text":<text>}]`, an MCP content array of one text block,
@@ -450,16 +452,8 @@ impl ObjectWriter {
     pub fn push_text_content(&mut self, key: &str, text: &str) {
         const BEFORE: &[u8] = br#"[{"type":"text","text":"#;
         const AFTER: &[u8] = b"}]";
-        let mut key_text = Vec::with_capacity(key.len() + 2);
-        write_json_string(&mut key_text, key);
-        let key = key_text;
-        let needed = key.len() + BEFORE.len() + text.len() + AFTER.len() + 4;
-        self.open();
-        self.out.reserve(needed);
-        if self.out.len() > 1 {
-            self.out.push(b',');
-        }
-        self.out.extend_from_slice(&key);
+        self.start_member(key.len() + 2 + BEFORE.len() + text.len() + 2 + AFTER.len());
+        write_json_string(&mut self.out, key);
         self.out.push(b':');
         self.out.extend_from_slice(BEFORE);
         write_json_string(&mut self.out, text);
@@ -475,8 +469,17 @@ impl ObjectWriter {
     }
 
     fn push_raw_key(&mut self, raw_key: &[u8], value: &[u8]) {
+        self.start_member(raw_key.len() + value.len());
+        self.out.extend_from_slice(raw_key);
+        self.out.push(b':');
+        self.out.extend_from_slice(value);
+    }
+
+    /// Makes room for a member of about `size` bytes (key and value, unescaped) and writes the
+    /// comma in front of it.
+    fn start_member(&mut self, size: usize) {
         self.open();
-        let needed = raw_key.len() + value.len() + 2;
+        let needed = size + 2;
         if needed > self.out.capacity() - self.out.len() && needed > self.out.len() {
             // A member larger than all before it: grow to fit it exactly rather than double.
             self.out.reserve_exact(needed);
@@ -484,9 +487,6 @@ impl ObjectWriter {
         if self.out.len() > 1 {
             self.out.push(b',');
         }
-        self.out.extend_from_slice(raw_key);
-        self.out.push(b':');
-        self.out.extend_from_slice(value);
     }
 
     pub fn is_empty(&self) -> bool {

@@ -215,7 +215,7 @@ pub fn new_jti() -> String {
 /// lifetime over the cap) is minted all the same and refused later, which is the safe side.
 pub fn mint(keyring: &Keyring, claims: &Claims) -> String {
     let key = keyring.signer();
-    let claims_json = serde_json::to_vec(claims).expect("claims of strings and integers serialize");
+    let claims_json = claims::write(claims);
     let mut token = String::with_capacity(
         TOKEN_PREFIX.len() + key.header_b64.len() + claims_json.len() * 4 / 3 + 50,
     );

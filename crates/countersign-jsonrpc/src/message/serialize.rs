@@ -1,5 +1,5 @@
 //! The canonical serialization of messages: [`Message::to_value`], [`Message::to_vec`],
-//! [`Payload::to_vec`] and [`error_response`].
+//! [`Payload::to_vec`], [`error_response`] and [`compact_result_response`].
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
@@ -82,11 +82,7 @@ impl Message {
             }
             Message::Notification(n) => write_method(out, &n.method, n.params.as_ref()),
             Message::Response(r) => {
-                out.extend_from_slice(b",\"id\":");
-                match &r.id {
-                    Some(id) => write_json(out, id),
-                    None => out.extend_from_slice(b"null"),
-                }
+                write_response_id(out, r.id.as_ref());
                 match &r.outcome {
                     Ok(result) => {
                         out.extend_from_slice(b",\"result\":");
@@ -100,6 +96,14 @@ impl Message {
             }
         }
         out.push(b'}');
+    }
+}
+
+fn write_response_id(out: &mut Vec<u8>, id: Option<&RequestId>) {
+    out.extend_from_slice(b",\"id\":");
+    match id {
+        Some(id) => write_json(out, id),
+        None => out.extend_from_slice(b"null"),
     }
 }
 
@@ -190,4 +194,23 @@ pub fn error_response(
         }),
     })
     .to_vec()
+}
+
+/// The response to `id` with `result`, a value the caller wrote itself and knows to hold no
+/// whitespace between its tokens: the same bytes as [`Message::to_vec`] gives, with the result
+/// copied as it is instead of walked for whitespace to drop. A held call's answer is a few
+/// kilobytes of the gateway's own text, and that walk was a twentieth of its instructions
+/// (`bash bench/instructions.sh`).
+pub fn compact_result_response(id: Option<&RequestId>, result: &RawJson) -> Vec<u8> {
+    debug_assert!(
+        result.minified().as_bytes() == result.as_bytes(),
+        "a result written around as it is must be compact"
+    );
+    let mut out = Vec::with_capacity(result.len() + 48);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\"");
+    write_response_id(&mut out, id);
+    out.extend_from_slice(b",\"result\":");
+    out.extend_from_slice(result.as_bytes());
+    out.push(b'}');
+    out
 }

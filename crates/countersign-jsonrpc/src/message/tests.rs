@@ -625,6 +625,24 @@ fn error_response_builds_the_canonical_envelope() {
     assert_eq!(reparsed.id(), Some(&RequestId::from("x")));
 }
 
+#[test]
+fn a_compact_result_is_written_around_as_to_vec_writes_it() {
+    let result = RawJson::from_value(&json!({"content": [{"type": "text", "text": "a \"b\"\n"}],
+        "isError": true, "n": 1.50}));
+    for id in [
+        Some(RequestId::Number(7)),
+        Some(RequestId::from("x\"y")),
+        None,
+    ] {
+        let whole = Message::Response(Response {
+            id: id.clone(),
+            outcome: Ok(result.clone()),
+        })
+        .to_vec();
+        assert_eq!(compact_result_response(id.as_ref(), &result), whole);
+    }
+}
+
 // --- canonical re-serialization ----------------------------------------------------------------
 
 #[test]

@@ -1,10 +1,10 @@
 //! The gateway's own answers to requests it does not forward.
 
 use bytes::Bytes;
-use countersign_jsonrpc::RawJson;
 use countersign_jsonrpc::message::{
-    Message, RequestId, Response as JsonRpcResponse, error_response,
+    Message, RequestId, Response as JsonRpcResponse, compact_result_response, error_response,
 };
+use countersign_jsonrpc::{ObjectWriter, RawJson};
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::Value;
 
@@ -35,9 +35,12 @@ impl Asked {
 /// An answer the approval layer gives itself.
 #[derive(Debug)]
 pub(super) enum Answer {
-    /// A JSON-RPC result (a held or refused `CallToolResult`, an `input_required`), as text
-    /// that may carry the client's own arguments spliced in.
+    /// A JSON-RPC result (an `input_required`, an upstream's preview failure), as text that
+    /// may carry the client's own arguments spliced in.
     Result(RawJson),
+    /// A held or refused `CallToolResult` the gateway writes itself (`results.rs`): compact,
+    /// and without `resultType`.
+    ToolResult(ObjectWriter),
     /// A JSON-RPC error, with its HTTP status.
     Error {
         status: StatusCode,
@@ -80,6 +83,14 @@ impl Answer {
                 .to_vec();
                 (StatusCode::OK, Bytes::from(body))
             }
+            Answer::ToolResult(mut result) => {
+                if asked.stateless {
+                    // Known absent: appended without a walk of the result to look for it.
+                    result.push("resultType", &RawJson::string("complete"));
+                }
+                let body = compact_result_response(asked.id.as_ref(), &result.finish());
+                (StatusCode::OK, Bytes::from(body))
+            }
             Answer::Error {
                 status,
                 code,
@@ -98,5 +109,52 @@ impl Answer {
             HeaderValue::from_static("application/json"),
         );
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::refusal::RefusalCode;
+    use crate::approval::results::{Refusal, refused};
+    use crate::testing::body_bytes;
+
+    fn refusal() -> ObjectWriter {
+        refused(
+            &Refusal {
+                code: RefusalCode::Replayed,
+                tool: "wipe",
+                upstream: "store",
+                message: "already \"used\"\n".into(),
+                rule: Some("default"),
+            },
+            false,
+        )
+    }
+
+    #[tokio::test]
+    async fn the_gateways_own_result_is_answered_as_any_result_would_be() {
+        for stateless in [true, false] {
+            let asked = Asked {
+                method: "tools/call",
+                id: Some(RequestId::from("call-1")),
+                stateless,
+            };
+            let metrics = ProxyMetrics::unregistered();
+            let written = Answer::ToolResult(refusal()).into_response(&asked, &metrics, "store");
+            let general =
+                Answer::Result(refusal().finish()).into_response(&asked, &metrics, "store");
+            assert_eq!(written.status(), StatusCode::OK);
+            assert_eq!(
+                written.headers().get(header::CONTENT_TYPE),
+                general.headers().get(header::CONTENT_TYPE)
+            );
+            let body = body_bytes(written).await;
+            assert_eq!(body, body_bytes(general).await);
+            let value: Value = serde_json::from_slice(&body).expect("json");
+            let expected = stateless.then_some("complete");
+            assert_eq!(value["result"]["resultType"].as_str(), expected, "{value}");
+            assert_eq!(value["id"], "call-1");
+        }
     }
 }

@@ -126,10 +126,10 @@ impl Gated {
         };
         match self.method() {
             Method::ToolsCall => {
-                Answer::Result(results::refused(&refusal, self.has_output_schema()))
+                Answer::ToolResult(results::refused(&refusal, self.has_output_schema()))
             }
             Method::PromptsGet | Method::ResourcesRead => {
-                let result = results::refused(&refusal, true).to_value();
+                let result = results::refused(&refusal, true).finish().to_value();
                 Answer::Error {
                     status: StatusCode::OK,
                     code: REFUSED_ERROR_CODE,

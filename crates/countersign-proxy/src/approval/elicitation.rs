@@ -257,7 +257,8 @@ async fn settle<S>(
                     rule: Some(&audit.rule),
                 },
                 true,
-            );
+            )
+            .finish();
             let _ = events
                 .send(event(
                     &json!({"jsonrpc": "2.0", "id": call_id.to_value(), "result": refusal}),

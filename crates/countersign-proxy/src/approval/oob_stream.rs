@@ -302,7 +302,8 @@ async fn settle<S>(
                     rule: Some(&audit.rule),
                 },
                 true,
-            );
+            )
+            .finish();
             let answer = json!({"jsonrpc": "2.0", "id": call.id.to_value(), "result": refusal});
             let _ = events.send(elicitation::event(&answer)).await;
         }

@@ -5,6 +5,11 @@
 //! tool's `outputSchema` — a text block that tells the model plainly that nothing ran and what
 //! to do next, and the machine-readable form under `_meta["countersign/confirmation"]` (also as
 //! `structuredContent` when the tool declares no `outputSchema`).
+//!
+//! Each is returned as an object still open ([`ObjectWriter`]) and compact: the answer appends
+//! MCP 2026-07-28's `resultType` without walking a result it knows has none, and is written
+//! around it as it is (`answer.rs`). A held call's answer is a few kilobytes; walking it for
+//! that member and again for whitespace was a sixth of a held call's instructions.
 
 use countersign_jsonrpc::{ObjectWriter, RawJson};
 use serde_json::{Value, json};
@@ -43,10 +48,14 @@ pub(super) struct Held<'a> {
     pub(super) approval_url: Option<&'a str>,
 }
 
-pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> RawJson {
+pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> ObjectWriter {
     let arguments_text =
         display::arguments_listing(held.arguments, ListingStyle::Compact, ARGUMENTS_BUDGET);
     let echo = held.arguments.len() <= ECHO_ARGUMENTS_MAX_BYTES;
+    // As the client wrote them they may hold whitespace; everything else here is written
+    // compact.
+    let arguments = held.arguments.minified();
+    let token = RawJson::string(held.token);
     let how = if held.token_as_argument {
         format!(
             "call {} again with exactly the same arguments plus \"confirmationToken\": \"{}\"",
@@ -94,22 +103,23 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> RawJson {
 
     // Written member by member: the arguments are the client's raw text, spliced in, never
     // rebuilt as a tree.
-    let mut next_action = ObjectWriter::new();
+    // Each part sized up front: grown by doubling, the parts cost a reallocation per size
+    // class they passed through.
+    let echoed = if echo { arguments.len() } else { 0 };
+    let mut next_action = ObjectWriter::with_capacity(echoed + token.len() + 96);
     next_action.push("tool", &RawJson::string(held.tool));
     if held.token_as_argument {
         if echo {
-            let with_token = held
-                .arguments
-                .with_member(TOKEN_ARGUMENT, &RawJson::string(held.token));
+            let with_token = arguments.with_member(TOKEN_ARGUMENT, &token);
             next_action.push("arguments", &with_token);
         }
     } else {
         if echo {
-            next_action.push("arguments", held.arguments);
+            next_action.push("arguments", &arguments);
         }
         next_action.push("_meta", &json!({ TOKEN_META: held.token }).into());
     }
-    let mut guidance = ObjectWriter::new();
+    let mut guidance = ObjectWriter::with_capacity(echoed + token.len() + 256);
     guidance.push("next_action", &next_action.finish());
     let hint = match held.approval_url {
         None => "Show the user the tool and arguments; call again only after they approve.",
@@ -118,10 +128,11 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> RawJson {
         }
     };
     guidance.push("display_hint", &RawJson::string(hint));
-    let mut machine = ObjectWriter::new();
+    let mut machine =
+        ObjectWriter::with_capacity(2 * (echoed + token.len()) + held.summary.len() + 512);
+    machine.push("status", &RawJson::string("requires_confirmation"));
+    machine.push("confirmationToken", &token);
     for (key, value) in [
-        ("status", "requires_confirmation"),
-        ("confirmationToken", held.token),
         ("tool", held.tool),
         ("upstream", held.upstream),
         ("risk", held.risk),
@@ -131,7 +142,7 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> RawJson {
         machine.push(key, &RawJson::string(value));
     }
     if echo {
-        machine.push("arguments", held.arguments);
+        machine.push("arguments", &arguments);
     } else {
         machine.push("argumentsOmitted", &Value::Bool(true).into());
     }
@@ -158,7 +169,7 @@ pub(super) struct Refusal<'a> {
     pub(super) rule: Option<&'a str>,
 }
 
-pub(super) fn refused(refusal: &Refusal<'_>, has_output_schema: bool) -> RawJson {
+pub(super) fn refused(refusal: &Refusal<'_>, has_output_schema: bool) -> ObjectWriter {
     let text = refusal.code.text();
     let mut machine = json!({
         "status": text.status,
@@ -173,8 +184,10 @@ pub(super) fn refused(refusal: &Refusal<'_>, has_output_schema: bool) -> RawJson
     call_tool_error(refusal.message.clone(), machine.into(), has_output_schema)
 }
 
-fn call_tool_error(text: String, machine: RawJson, has_output_schema: bool) -> RawJson {
-    // The text goes straight into the result, escaped once: no intermediate copies of it.
+/// The `CallToolResult`, open for the answer's `resultType`.
+fn call_tool_error(text: String, machine: RawJson, has_output_schema: bool) -> ObjectWriter {
+    // The text goes straight into the result, escaped once: no intermediate copies of it. The
+    // room past it is for `resultType`.
     let mut result = ObjectWriter::with_capacity(text.len() + 2 * machine.len() + 160);
     result.push_text_content("content", &text);
     drop(text);
@@ -182,10 +195,10 @@ fn call_tool_error(text: String, machine: RawJson, has_output_schema: bool) -> R
     if !has_output_schema {
         result.push("structuredContent", &machine);
     }
-    let mut meta = ObjectWriter::new();
+    let mut meta = ObjectWriter::with_capacity(machine.len() + 32);
     meta.push(CONFIRMATION_META, &machine);
     result.push("_meta", &meta.finish());
-    result.finish()
+    result
 }
 
 #[cfg(test)]
@@ -209,9 +222,11 @@ mod tests {
             },
             has_output_schema,
         );
+        let result = result.finish();
         let value = result.to_value();
-        // What the gateway writes is one strictly valid value.
+        // What the gateway writes is one strictly valid value, and compact.
         assert!(RawJson::parse_slice(result.as_bytes()).is_ok());
+        assert_eq!(result.minified().as_bytes(), result.as_bytes());
         value
     }
 
@@ -317,8 +332,13 @@ mod tests {
             message: "m".into(),
             rule: Some("r"),
         };
-        assert!(refused(&refusal, false).get("structuredContent").is_some());
-        let with_schema = refused(&refusal, true).to_value();
+        assert!(
+            refused(&refusal, false)
+                .finish()
+                .get("structuredContent")
+                .is_some()
+        );
+        let with_schema = refused(&refusal, true).finish().to_value();
         assert!(with_schema.get("structuredContent").is_none());
         assert_eq!(with_schema["isError"], true);
         assert_eq!(

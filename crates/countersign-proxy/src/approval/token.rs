@@ -50,11 +50,11 @@ pub(super) fn held_answer(
         approval_url,
     };
     match gated.method() {
-        Method::ToolsCall => Answer::Result(results::held(&held, gated.has_output_schema())),
+        Method::ToolsCall => Answer::ToolResult(results::held(&held, gated.has_output_schema())),
         Method::PromptsGet | Method::ResourcesRead => {
             // A prompt's or resource's arguments are echoed only up to a bound (see
             // `results::ECHO_ARGUMENTS_MAX_BYTES`), so this tree stays small.
-            let result = results::held(&held, true).to_value();
+            let result = results::held(&held, true).finish().to_value();
             Answer::Error {
                 status: StatusCode::OK,
                 code: HELD_ERROR_CODE,

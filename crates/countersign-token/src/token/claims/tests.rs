@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::super::tests::claims;
 use super::super::{Claims, parse_object};
-use super::read_minted;
+use super::{read_minted, write};
 
 fn serde_reads(json: &[u8]) -> Option<Claims> {
     parse_object::<Claims>(json).ok()
@@ -46,6 +46,12 @@ fn any_edit_byte() -> impl Strategy<Value = u8> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    #[test]
+    fn claims_are_written_as_serde_writes_them(claims in any_claims()) {
+        let json = serde_json::to_vec(&claims).expect("claims serialize");
+        prop_assert_eq!(write(&claims), json);
+    }
 
     #[test]
     fn minted_claims_read_the_same_on_either_path(claims in any_claims()) {
