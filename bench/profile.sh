@@ -8,10 +8,9 @@
 # gateway process only, with DWARF call graphs (the release profile keeps line tables).
 # Knobs: PROFILE_SECONDS (default 10), BENCH_SKIP_BUILD=1, PROFILE_GATEWAY_BIN (another build,
 # such as scripts/pgo-build.sh's), PROFILE_SCENARIO=default (run.sh's `default` scenario instead:
-# nothing pinned, the gateway's default worker count, wrk -t2; where the workers share state,
-# the cache lines they pass between cores show up as user time). Writes bench/results/perf.data and bench/results/profile.txt
-# (time by activity: the gateway's own code or the system call it is in; flat and caller-folded
-# top symbols).
+# nothing pinned, the gateway's default worker count, wrk -t2). Writes bench/results/perf.data and
+# bench/results/profile.txt (time by activity: the gateway's own code or the system call it is
+# in; flat and caller-folded top symbols).
 
 set -euo pipefail
 

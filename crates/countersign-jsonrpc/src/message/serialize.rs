@@ -73,7 +73,7 @@ impl Message {
     }
 
     fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\"");
+        out.extend_from_slice(ENVELOPE_START);
         match self {
             Message::Request(r) => {
                 out.extend_from_slice(b",\"id\":");
@@ -98,6 +98,9 @@ impl Message {
         out.push(b'}');
     }
 }
+
+/// How every envelope this module writes begins.
+const ENVELOPE_START: &[u8] = b"{\"jsonrpc\":\"2.0\"";
 
 fn write_response_id(out: &mut Vec<u8>, id: Option<&RequestId>) {
     out.extend_from_slice(b",\"id\":");
@@ -207,7 +210,7 @@ pub fn compact_result_response(id: Option<&RequestId>, result: &RawJson) -> Vec<
         "a result written around as it is must be compact"
     );
     let mut out = Vec::with_capacity(result.len() + 48);
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\"");
+    out.extend_from_slice(ENVELOPE_START);
     write_response_id(&mut out, id);
     out.extend_from_slice(b",\"result\":");
     out.extend_from_slice(result.as_bytes());

@@ -102,11 +102,10 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> ObjectWriter {
     }
 
     // Written member by member: the arguments are the client's raw text, spliced in, never
-    // rebuilt as a tree.
-    // Each part sized up front: grown by doubling, the parts cost a reallocation per size
-    // class they passed through.
+    // rebuilt as a tree. Each part is sized from what goes into it: grown by doubling, the
+    // parts reallocated through every size class and churned the allocator's pages.
     let echoed = if echo { arguments.len() } else { 0 };
-    let mut next_action = ObjectWriter::with_capacity(echoed + token.len() + 96);
+    let mut next_action = ObjectWriter::with_capacity(held.tool.len() + echoed + token.len() + 96);
     next_action.push("tool", &RawJson::string(held.tool));
     if held.token_as_argument {
         if echo {
@@ -117,28 +116,35 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> ObjectWriter {
         if echo {
             next_action.push("arguments", &arguments);
         }
-        next_action.push("_meta", &json!({ TOKEN_META: held.token }).into());
+        let mut meta = ObjectWriter::with_capacity(TOKEN_META.len() + token.len() + 8);
+        meta.push(TOKEN_META, &token);
+        next_action.push("_meta", &meta.finish());
     }
-    let mut guidance = ObjectWriter::with_capacity(echoed + token.len() + 256);
-    guidance.push("next_action", &next_action.finish());
+    let next_action = next_action.finish();
     let hint = match held.approval_url {
         None => "Show the user the tool and arguments; call again only after they approve.",
         Some(_) => {
             "Give the user the approval link; call again only after they approved on that page."
         }
     };
+    let mut guidance = ObjectWriter::with_capacity(next_action.len() + hint.len() + 48);
+    guidance.push("next_action", &next_action);
     guidance.push("display_hint", &RawJson::string(hint));
-    let mut machine =
-        ObjectWriter::with_capacity(2 * (echoed + token.len()) + held.summary.len() + 512);
-    machine.push("status", &RawJson::string("requires_confirmation"));
-    machine.push("confirmationToken", &token);
-    for (key, value) in [
+    let guidance = guidance.finish();
+    let stated = [
         ("tool", held.tool),
         ("upstream", held.upstream),
         ("risk", held.risk),
         ("rule", held.rule),
         ("summary", held.summary),
-    ] {
+    ];
+    let stated_len: usize = stated.iter().map(|(_, value)| value.len()).sum::<usize>()
+        + held.approval_url.map_or(0, str::len);
+    let mut machine =
+        ObjectWriter::with_capacity(guidance.len() + echoed + token.len() + stated_len + 256);
+    machine.push("status", &RawJson::string("requires_confirmation"));
+    machine.push("confirmationToken", &token);
+    for (key, value) in stated {
         machine.push(key, &RawJson::string(value));
     }
     if echo {
@@ -154,7 +160,7 @@ pub(super) fn held(held: &Held<'_>, has_output_schema: bool) -> ObjectWriter {
         );
         machine.push("approvalUrl", &RawJson::string(url));
     }
-    machine.push("guidance", &guidance.finish());
+    machine.push("guidance", &guidance);
     call_tool_error(text, machine.finish(), has_output_schema)
 }
 

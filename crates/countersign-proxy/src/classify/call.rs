@@ -2,8 +2,6 @@
 //! params an approval binds — and the one decision of which `confirmationToken` argument is the
 //! gateway's. Hashing, showing and forwarding all read the same value from here.
 
-use std::sync::OnceLock;
-
 use countersign_jsonrpc::mcp::{
     META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
 };
@@ -60,10 +58,6 @@ pub struct CallParts {
     pub token_argument_is_ours: bool,
     /// The params as sent, for [`CallParts::bound_params`]: a slice of the request.
     params: Option<RawJson>,
-    /// [`CallParts::arguments_without_token`], made on first use: the value hashed and shown
-    /// is then the very value forwarded, and a call with a token (every redemption) walks its
-    /// arguments past the token once rather than again to forward them.
-    stripped_arguments: OnceLock<RawJson>,
 }
 
 impl CallParts {
@@ -115,7 +109,6 @@ impl CallParts {
             argument_token,
             token_argument_is_ours: method == Method::ToolsCall,
             params: params.cloned(),
-            stripped_arguments: OnceLock::new(),
         })
     }
 
@@ -138,8 +131,6 @@ impl CallParts {
             .is_some();
         if tool_declares_it {
             self.token_argument_is_ours = false;
-            // The argument is the tool's after all: it stays in what is hashed and forwarded.
-            self.stripped_arguments = OnceLock::new();
         }
         self
     }
@@ -166,15 +157,13 @@ impl CallParts {
     /// The arguments the upstream will see: exactly what is hashed into `ah` and shown to
     /// the person.
     pub fn arguments_without_token(&self) -> RawJson {
-        self.stripped_arguments
-            .get_or_init(|| match self.arguments.kind() {
-                Kind::Object if self.token_argument_is_ours => {
-                    self.arguments.without_member(TOKEN_ARGUMENT)
-                }
-                Kind::Null => RawJson::empty_object(),
-                _ => self.arguments.clone(),
-            })
-            .clone()
+        match self.arguments.kind() {
+            Kind::Object if self.token_argument_is_ours => {
+                self.arguments.without_member(TOKEN_ARGUMENT)
+            }
+            Kind::Null => RawJson::empty_object(),
+            _ => self.arguments.clone(),
+        }
     }
 
     /// The request without the gateway's approval artefacts: see [`CallParts::strip_params`].
@@ -221,7 +210,8 @@ impl CallParts {
                 edit => edit,
             },
             "_meta" if strip_meta => without(value, TOKEN_META),
-            // An object with our token (`strip_argument`): the same value as was hashed.
+            // An object with our token (`strip_argument`): made by the one function that made
+            // the value hashed into `ah` and shown.
             "arguments" if strip_argument => MemberEdit::Replace(self.arguments_without_token()),
             _ => MemberEdit::Keep,
         });
