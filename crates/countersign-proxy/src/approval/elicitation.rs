@@ -183,8 +183,8 @@ where
         (&mut answered).now_or_never(),
         (&mut cancelled).now_or_never(),
     ) {
-        (Some(answer), _) => Some(judge(answer, &question_id, &audit.principal)),
-        (None, Some(cancel)) => Some(cancellation(cancel)),
+        (_, Some(cancel)) => Some(cancellation(cancel)),
+        (Some(answer), None) => Some(judge(answer, &question_id, &audit.principal)),
         (None, None) => None,
     };
     let settled = if let Some(settled) = at_once {
@@ -198,8 +198,11 @@ where
         keep_alive.tick().await;
         loop {
             tokio::select! {
-                answer = &mut answered => break judge(answer, &question_id, &audit.principal),
+                // A cancellation that arrived with an answer wins, whatever the order they are
+                // seen in: the client has abandoned the call, so nothing may run.
+                biased;
                 cancel = &mut cancelled => break cancellation(cancel),
+                answer = &mut answered => break judge(answer, &question_id, &audit.principal),
                 // A client that goes away can no longer see the result; nothing runs.
                 () = events.closed() => break Settled::ClientGone,
                 _ = keep_alive.tick() => {

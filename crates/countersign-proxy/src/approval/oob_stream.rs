@@ -162,6 +162,14 @@ where
         keep_alive.tick().await;
         loop {
             tokio::select! {
+                // A cancellation that arrived with a decision or an answer wins: the client has
+                // abandoned the call, so nothing may run.
+                biased;
+                cancel = &mut cancelled => break match cancel {
+                    Ok(Some(_)) => Ended::Refused(RefusalCode::NotApproved, "rejected:not_approved(cancelled)"),
+                    Ok(None) => Ended::Decided(Decided::Refused(RefusalCode::Expired, "rejected:expired")),
+                    Err(_) => Ended::Refused(RefusalCode::StoreUnavailable, "rejected:store_unavailable"),
+                },
                 status = &mut decision => {
                     break Ended::Decided(match oob_outcome::judge(status, &pending.binding) {
                         // The wait ran to the request's expiry: it expired undecided.
@@ -175,11 +183,6 @@ where
                         Answered::Ended(ended) => break ended,
                     }
                 }
-                cancel = &mut cancelled => break match cancel {
-                    Ok(Some(_)) => Ended::Refused(RefusalCode::NotApproved, "rejected:not_approved(cancelled)"),
-                    Ok(None) => Ended::Decided(Decided::Refused(RefusalCode::Expired, "rejected:expired")),
-                    Err(_) => Ended::Refused(RefusalCode::StoreUnavailable, "rejected:store_unavailable"),
-                },
                 // A client that goes away can no longer see the result; nothing runs.
                 () = events.closed() => break Ended::ClientGone,
                 _ = keep_alive.tick() => {

@@ -613,5 +613,6 @@ async fn a_hold_past_the_held_limit_is_refused_with_429_while_reads_go_on() {
     assert_eq!(received.len(), 1, "reads are not held, so not limited");
 }
 
+mod cancellation;
 mod fake_page;
 mod out_of_band;

@@ -32,7 +32,7 @@ fn gateway_with(
     (gateway, page)
 }
 
-fn page_gateway() -> (Gateway, Arc<FakePage>) {
+pub(super) fn page_gateway() -> (Gateway, Arc<FakePage>) {
     gateway_with(OUT_OF_BAND_POLICY, true, |_| {})
 }
 
@@ -251,7 +251,7 @@ async fn a_human_rule_goes_out_of_band_only_for_a_client_that_cannot_elicit() {
 }
 
 /// A session opened by `ada` whose client declared `capabilities`, on `version`.
-fn session_declaring(
+pub(super) fn session_declaring(
     gateway: &Gateway,
     capabilities: Value,
     version: &'static str,
