@@ -198,13 +198,13 @@ where
         keep_alive.tick().await;
         loop {
             tokio::select! {
-                // A cancellation that arrived with an answer wins, whatever the order they are
-                // seen in: the client has abandoned the call, so nothing may run.
+                // What ends the call unrun is looked at first, so that it wins over an answer
+                // that arrived with it: a client that cancelled has abandoned the call, and one
+                // that went away can no longer see its result.
                 biased;
                 cancel = &mut cancelled => break cancellation(cancel),
-                answer = &mut answered => break judge(answer, &question_id, &audit.principal),
-                // A client that goes away can no longer see the result; nothing runs.
                 () = events.closed() => break Settled::ClientGone,
+                answer = &mut answered => break judge(answer, &question_id, &audit.principal),
                 _ = keep_alive.tick() => {
                     // A comment keeps clients and intermediaries from dropping a quiet stream.
                     // (Progress would be out of order with the tool's own.)

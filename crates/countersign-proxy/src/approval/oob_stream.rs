@@ -162,14 +162,16 @@ where
         keep_alive.tick().await;
         loop {
             tokio::select! {
-                // A cancellation that arrived with a decision or an answer wins: the client has
-                // abandoned the call, so nothing may run.
+                // What ends the call unrun is looked at first, so that it wins over a decision
+                // or an answer that arrived with it: a client that cancelled has abandoned the
+                // call, and one that went away can no longer see its result.
                 biased;
                 cancel = &mut cancelled => break match cancel {
                     Ok(Some(_)) => Ended::Refused(RefusalCode::NotApproved, "rejected:not_approved(cancelled)"),
                     Ok(None) => Ended::Decided(Decided::Refused(RefusalCode::Expired, "rejected:expired")),
                     Err(_) => Ended::Refused(RefusalCode::StoreUnavailable, "rejected:store_unavailable"),
                 },
+                () = events.closed() => break Ended::ClientGone,
                 status = &mut decision => {
                     break Ended::Decided(match oob_outcome::judge(status, &pending.binding) {
                         // The wait ran to the request's expiry: it expired undecided.
@@ -183,8 +185,6 @@ where
                         Answered::Ended(ended) => break ended,
                     }
                 }
-                // A client that goes away can no longer see the result; nothing runs.
-                () = events.closed() => break Ended::ClientGone,
                 _ = keep_alive.tick() => {
                     if events.send(Bytes::from_static(b": waiting for the approval page\n\n")).await.is_err() {
                         break Ended::ClientGone;

@@ -1,7 +1,8 @@
 //! A client's `notifications/cancelled` for a held call and a person's approval of it arriving
 //! together, before the held call's task runs again: the cancellation must win every time, and
 //! the upstream receive the notification and never the call. (A client sends the cancellation
-//! when its own timeout expires, so it can cross a late approval.)
+//! when its own timeout expires, so it can cross a late approval.) The same for a client that
+//! went away as its person answered.
 
 use std::pin::pin;
 
@@ -115,6 +116,32 @@ async fn a_cancellation_wins_over_a_page_decision_that_arrives_with_it() {
         assert_eq!(
             outcome["result"]["_meta"][CONFIRMATION_META]["code"], "not_approved",
             "round {round}: {outcome}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_gone_wins_over_an_answer_that_arrives_with_it() {
+    for round in 0..ROUNDS {
+        let mut gateway = Gateway::new();
+        let headers = eliciting_session(&gateway);
+        let (response, _) = gateway.post(&headers, &create_order()).await;
+        let mut body = response.into_body();
+        let mut pending = String::new();
+        let question = next_sse_message(&mut body, &mut pending).await;
+
+        drop(body);
+        let answer = json!({"jsonrpc": "2.0", "id": question["id"],
+                            "result": {"action": "accept", "content": {"approve": true}}});
+        let request = parsed_post(&unused_route(), Some("ada"), &headers, &answer);
+        let Ok(taken) = gateway.service.clone().oneshot(request).await;
+        assert_eq!(taken.status(), StatusCode::ACCEPTED);
+
+        // The held call's task runs while the test sleeps.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(
+            received_nothing(&mut gateway.inner),
+            "round {round}: a call whose client went away reached the upstream"
         );
     }
 }
