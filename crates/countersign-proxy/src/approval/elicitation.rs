@@ -30,7 +30,6 @@ use super::answer::Answer;
 use super::cleared::Cleared;
 use super::context::{Gated, Verdict};
 use super::question::approves;
-use super::redeem::normalize_call_arguments;
 use super::refusal::RefusalCode;
 use super::results::{self, Refusal};
 use super::{Approvals, KEEP_ALIVE, channel_name};
@@ -74,10 +73,9 @@ pub(super) fn ask(
     );
     let params = gated.question(arguments, preview);
     let question = json!({"jsonrpc": "2.0", "id": question_id, "method": "elicitation/create", "params": params});
-    let mut call = gated.judged.call.strip_approval(call, false);
-    if normalize_call_arguments(&mut call).is_err() {
+    let Ok(call) = gated.judged.call.approved_call(call, false, arguments) else {
         return Verdict::Answer(gated.refusal(RefusalCode::UnsafeArguments));
-    }
+    };
     Verdict::Ask(PendingQuestion {
         call,
         question,

@@ -6,6 +6,7 @@
 //! one call, on whichever replica gets there first. Any doubt — store down, unknown id,
 //! another call's binding — refuses and forwards nothing.
 
+use countersign_jsonrpc::RawJson;
 use countersign_jsonrpc::message::Request;
 use countersign_store::StoreError;
 use countersign_token::Claims;
@@ -15,7 +16,6 @@ use super::context::{Gated, Verdict};
 use super::input_required;
 use super::oob_request;
 use super::out_of_band::ApprovalStatus;
-use super::redeem::normalize_call_arguments;
 use super::refusal::RefusalCode;
 use super::{ApprovalSettings, channel_name};
 
@@ -60,7 +60,8 @@ pub(super) async fn consume(
 }
 
 /// Redeems a verified, bound `out_of_band` token or `requestState` (`via` says which) whose
-/// arguments are safe: asks the page, then consumes and forwards.
+/// `arguments` (the value hashed into `ah`) are safe: asks the page, then consumes and forwards
+/// them.
 ///
 /// A token (no elicitation at all) is only checked: `pending_approval` leaves it unspent, so
 /// the model can try again once the person decided. A `requestState` comes back after the
@@ -71,6 +72,7 @@ pub(super) async fn consume(
 pub(super) async fn redeem(
     gated: &Gated,
     call: Request,
+    arguments: &RawJson,
     claims: Claims,
     ah: String,
     ph: Option<String>,
@@ -134,10 +136,9 @@ pub(super) async fn redeem(
         Some(id),
         Some(&ah),
     );
-    let mut forwarded = gated.judged.call.strip_approval(call, true);
-    if normalize_call_arguments(&mut forwarded).is_err() {
+    let Ok(forwarded) = gated.judged.call.approved_call(call, true, arguments) else {
         return audit_refusal("rejected:unsafe_arguments", RefusalCode::UnsafeArguments);
-    }
+    };
     let wrap = gated
         .stateless
         .then(|| input_required::StateWrap::for_approved(gated, ah.clone(), ph));

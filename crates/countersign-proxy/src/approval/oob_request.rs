@@ -17,7 +17,6 @@ use super::context::{Gated, Verdict};
 use super::elicitation;
 use super::oob_stream::PendingLink;
 use super::out_of_band::{ApprovalRequest, Approvers, Ticket};
-use super::redeem::normalize_call_arguments;
 use super::refusal::RefusalCode;
 use super::token;
 use crate::display;
@@ -89,10 +88,9 @@ pub(super) async fn hold(
                 return Verdict::Answer(gated.human_unavailable());
             };
             let url_mode = link == Link::UrlElicitation;
-            let mut call = gated.judged.call.strip_approval(call, false);
-            if normalize_call_arguments(&mut call).is_err() {
+            let Ok(call) = gated.judged.call.approved_call(call, false, arguments) else {
                 return Verdict::Answer(gated.refusal(RefusalCode::UnsafeArguments));
-            }
+            };
             let question_id = elicitation::question_id(&gated.approvals, &session, &call.id, &ah);
             let params = question(gated, &ticket, url_mode);
             let question = json!({"jsonrpc": "2.0", "id": question_id,

@@ -1,6 +1,7 @@
 //! Redeeming a presented approval — a confirmation token, or a 2026-07-28 `requestState` — for
-//! exactly the call it was minted for. Order is fixed: verify the MAC and times → check every
-//! binding against this request → refuse unsafe numbers → spend the `jti` once → forward. An
+//! exactly the call it was minted for. Order is fixed: verify the MAC and times → hash this
+//! request's arguments and bound params, refusing unsafe numbers → check every binding against
+//! them → spend the `jti` once → forward. An
 //! `out_of_band` artefact, after the same checks, asks the approval page instead of spending its
 //! `jti` ([`super::oob_outcome`]).
 
@@ -9,8 +10,7 @@ use countersign_jsonrpc::message::Request;
 use countersign_policy::{Approval, MAX_TOKEN_TTL};
 use countersign_store::Consumption;
 use countersign_token::{
-    Claims, Expectation, VerifyRules, arguments_hash_raw, check_binding, check_safe_numbers_raw,
-    normalize_numbers_raw, params_hash_raw, verify,
+    Claims, Expectation, VerifyRules, arguments_hash_raw, check_binding, params_hash_raw, verify,
 };
 use tracing::warn;
 
@@ -43,6 +43,8 @@ pub(super) async fn redeem(
         Ok(claims) => claims,
         Err(rejection) => return reject(rejection.into()),
     };
+    // The hashes refuse unsafe numbers (`check_safe_numbers`) as they walk, so nothing that
+    // passes here carries one.
     let arguments = gated.judged.call.arguments_without_token();
     let (Ok(ah), Ok(ph)) = (
         arguments_hash_raw(Some(&arguments)),
@@ -105,16 +107,10 @@ pub(super) async fn redeem(
         // Out of band, the token or state only says which request the page decides; the
         // page's decision is read once the cheaper checks passed.
         (channel_name::TOKEN | channel_name::INPUT_REQUIRED, channel_name::OUT_OF_BAND) => {
-            if check_safe_numbers_raw(&arguments).is_err() {
-                return reject(RefusalCode::UnsafeArguments);
-            }
-            return oob_outcome::redeem(gated, call, claims.clone(), ah, ph, via).await;
+            return oob_outcome::redeem(gated, call, &arguments, claims.clone(), ah, ph, via).await;
         }
         _ => return reject(RefusalCode::Malformed),
     };
-    if check_safe_numbers_raw(&arguments).is_err() {
-        return reject(RefusalCode::UnsafeArguments);
-    }
     // Last check before forwarding: spend the approval. Any store failure refuses.
     if let Err(code) = spend(gated, &claims).await {
         return reject(code);
@@ -126,17 +122,16 @@ pub(super) async fn redeem(
         Some(&claims.jti),
         Some(&ah),
     );
-    let mut forwarded = gated.judged.call.strip_approval(call, true);
+    // The upstream must receive exactly what was hashed and shown, not `1.0` where the person
+    // approved `1`.
+    let Ok(mut forwarded) = gated.judged.call.approved_call(call, true, &arguments) else {
+        return reject(RefusalCode::UnsafeArguments);
+    };
     if let Some(state) = upstream_state {
         // The upstream gets its own state back byte for byte (or none, if it sent none).
         if let (Some(params), Some(state)) = (forwarded.params.as_mut(), state) {
             *params = params.with_member("requestState", &RawJson::string(&state));
         }
-    }
-    // The upstream must receive exactly what was hashed and shown, not `1.0` where the person
-    // approved `1`.
-    if normalize_call_arguments(&mut forwarded).is_err() {
-        return reject(RefusalCode::UnsafeArguments);
     }
     let wrap = gated
         .stateless
@@ -193,19 +188,4 @@ pub(super) async fn spend_once(
             Err(RefusalCode::StoreUnavailable)
         }
     }
-}
-
-/// Rewrites the call's argument numbers to their canonical text.
-///
-/// Copies the params only when some number is not already canonical.
-pub(super) fn normalize_call_arguments(call: &mut Request) -> Result<(), ()> {
-    if let Some(params) = call.params.as_mut()
-        && let Some(args) = params.get("arguments").filter(RawJson::is_object)
-    {
-        let normalized = normalize_numbers_raw(&args).map_err(|_| ())?;
-        if normalized != args {
-            *params = params.with_member("arguments", &normalized);
-        }
-    }
-    Ok(())
 }
