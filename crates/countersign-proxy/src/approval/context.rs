@@ -234,43 +234,6 @@ impl Gated {
         }
     }
 
-    /// Ends the gating of an allowed call: the request head and mirrored headers to forward
-    /// it with, and what its outcome line is written from. The call is done with its principal,
-    /// target and rule, so they move into the outcome line's record instead of being copied
-    /// (three allocations on every allowed call).
-    pub(super) fn into_allowed(
-        self,
-    ) -> (
-        http::request::Parts,
-        Vec<(HeaderName, HeaderValue)>,
-        CallAudit,
-    ) {
-        let Gated {
-            parts,
-            mirrored,
-            principal,
-            session,
-            judged,
-            started,
-            ..
-        } = self;
-        let Judged { call, decision, .. } = judged;
-        let audit = CallAudit {
-            principal: principal.id,
-            session,
-            method: call.method.as_str(),
-            target: call.target,
-            risk: decision.risk.as_str(),
-            rule: decision.rule,
-            action: decision.action.as_str(),
-            channel: None,
-            jti: None,
-            args_hash: None,
-            started,
-        };
-        (parts, mirrored, audit)
-    }
-
     /// What the audit layer writes the outcome line from.
     pub(super) fn call_audit(
         &self,

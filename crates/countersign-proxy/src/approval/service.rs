@@ -197,6 +197,56 @@ where
         Some(subject.call_audit(None, None, None))
     }
 
+    /// An allowed call goes on at once, without its approval artefacts, after its decision line.
+    /// It needs nothing a `Gated` holds for the held paths, so none is built; its principal,
+    /// target and rule move into the outcome line's record instead of being copied.
+    #[allow(clippy::too_many_arguments)]
+    fn allow(
+        &mut self,
+        parts: request::Parts,
+        route: &Route,
+        principal: Principal,
+        judged: Judged,
+        call: Call,
+        stateless: bool,
+        mirrored: Mirrored,
+    ) -> ResponseFuture<S::Future> {
+        let session = session_of(&parts.headers, stateless);
+        let subject = Subject {
+            approvals: &self.approvals,
+            upstream: &route.upstream.name,
+            principal: &principal,
+            session,
+            judged: &judged,
+            started: self.approvals.settings.clock.now(),
+        };
+        subject.audit("decision", "allowed", None, None, None);
+        let started = subject.started;
+        let session = session.map(str::to_owned);
+        let call = judged.call.strip_approval(call, false);
+        let Judged {
+            call: call_parts,
+            decision,
+            ..
+        } = judged;
+        let audit = CallAudit {
+            principal: principal.id,
+            session,
+            method: call_parts.method.as_str(),
+            target: call_parts.target,
+            risk: decision.risk.as_str(),
+            rule: decision.rule,
+            action: decision.action.as_str(),
+            channel: None,
+            jti: None,
+            args_hash: None,
+            started,
+        };
+        let mut request = Request::from_parts(parts, Cleared::call(call, mirrored));
+        request.extensions_mut().context_mut().audits.push(audit);
+        ResponseFuture::inner(self.inner.call(request))
+    }
+
     /// Traffic that needs no approval: forwarded as parsed.
     fn pass(
         &mut self,
@@ -286,6 +336,9 @@ where
         mirrored: Mirrored,
     ) -> ResponseFuture<S::Future> {
         let stateless = asked.stateless;
+        if judged.decision.action == Action::Allow {
+            return self.allow(parts, &route, principal, judged, call, stateless, mirrored);
+        }
         let gated = Gated {
             approvals: self.approvals.clone(),
             session: session_of(&parts.headers, stateless).map(str::to_owned),
@@ -303,30 +356,18 @@ where
             mirrored,
             tdh: OnceLock::new(),
         };
-        match gated.judged.decision.action {
-            Action::Allow => {
-                gated.audit("decision", "allowed", None, None, None);
-                let call = gated.judged.call.strip_approval(call, false);
-                let (parts, mirrored, audit) = gated.into_allowed();
-                let mut request = Request::from_parts(parts, Cleared::call(call, mirrored));
-                request.extensions_mut().context_mut().audits.push(audit);
-                ResponseFuture::inner(self.inner.call(request))
-            }
-            Action::Deny => {
-                gated.audit("decision", "denied", None, None, None);
-                let denial = gated.denial();
-                let label = gated.route.label;
-                ResponseFuture::answered(denial.into_response(
-                    &asked,
-                    &self.approvals.settings.metrics,
-                    label,
-                ))
-            }
-            Action::Confirm => {
-                let inner = self.take_inner();
-                ResponseFuture::working(confirm(gated, call, asked, inner))
-            }
+        if gated.judged.decision.action == Action::Deny {
+            gated.audit("decision", "denied", None, None, None);
+            let denial = gated.denial();
+            let label = gated.route.label;
+            return ResponseFuture::answered(denial.into_response(
+                &asked,
+                &self.approvals.settings.metrics,
+                label,
+            ));
         }
+        let inner = self.take_inner();
+        ResponseFuture::working(confirm(gated, call, asked, inner))
     }
 }
 

@@ -8,7 +8,7 @@ use std::pin::pin;
 
 use futures_util::FutureExt;
 
-use super::out_of_band::{page_gateway, session_declaring};
+use super::out_of_band::{answer, page_gateway, session_declaring};
 use super::*;
 use crate::testing::json_response;
 
@@ -52,44 +52,63 @@ async fn cancel_then_approve(
     assert_eq!(accepted.status(), StatusCode::OK);
 }
 
-/// The held call's next message, or `None` if it is stuck (waiting on the upstream because the
-/// call was forwarded after all).
-async fn settled(body: &mut ResponseBody, pending: &mut String) -> Option<Value> {
-    tokio::time::timeout(Duration::from_secs(1), next_sse_message(body, pending))
+/// Asserts that the held call ended as not approved and nothing reached the upstream. (Had
+/// the call been forwarded, its stream would wait on the upstream: hence the timeout.)
+async fn settled_unrun(
+    gateway: &mut Gateway,
+    body: &mut ResponseBody,
+    pending: &mut String,
+    round: usize,
+) {
+    let outcome = tokio::time::timeout(Duration::from_secs(1), next_sse_message(body, pending))
         .await
-        .ok()
+        .ok();
+    assert!(
+        received_nothing(&mut gateway.inner),
+        "round {round}: the cancelled call reached the upstream"
+    );
+    let outcome = outcome.expect("the held call settles");
+    assert_eq!(
+        outcome["result"]["_meta"][CONFIRMATION_META]["code"], "not_approved",
+        "round {round}: {outcome}"
+    );
+}
+
+/// Holds `create_order` in an eliciting session opened on `gateway`: the session's headers, the
+/// held call's stream (and what was read of it), and the question asked on it.
+async fn ask(
+    gateway: &mut Gateway,
+) -> (
+    [(&'static str, &'static str); 2],
+    ResponseBody,
+    String,
+    Value,
+) {
+    let headers = eliciting_session(gateway);
+    let (response, _) = gateway.post(&headers, &create_order()).await;
+    let mut body = response.into_body();
+    let mut pending = String::new();
+    let question = next_sse_message(&mut body, &mut pending).await;
+    assert_eq!(question["method"], "elicitation/create");
+    (headers, body, pending, question)
+}
+
+fn approval() -> Value {
+    json!({"action": "accept", "content": {"approve": true}})
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_cancellation_wins_over_an_answer_that_arrives_with_it() {
     for round in 0..ROUNDS {
         let mut gateway = Gateway::new();
-        let headers = eliciting_session(&gateway);
-        let (response, _) = gateway.post(&headers, &create_order()).await;
-        let mut body = response.into_body();
-        let mut pending = String::new();
-        let question = next_sse_message(&mut body, &mut pending).await;
-        assert_eq!(question["method"], "elicitation/create");
+        let (headers, mut body, mut pending, question) = ask(&mut gateway).await;
 
         cancel_then_approve(&mut gateway, &headers, async |gateway| {
-            let answer = json!({"jsonrpc": "2.0", "id": question["id"],
-                                "result": {"action": "accept", "content": {"approve": true}}});
-            let request = parsed_post(&unused_route(), Some("ada"), &headers, &answer);
-            let Ok(taken) = gateway.service.clone().oneshot(request).await;
-            assert_eq!(taken.status(), StatusCode::ACCEPTED);
+            answer(gateway, &headers, &question, approval()).await;
         })
         .await;
 
-        let outcome = settled(&mut body, &mut pending).await;
-        assert!(
-            received_nothing(&mut gateway.inner),
-            "round {round}: the cancelled call reached the upstream"
-        );
-        let outcome = outcome.expect("the held call settles");
-        assert_eq!(
-            outcome["result"]["_meta"][CONFIRMATION_META]["code"], "not_approved",
-            "round {round}: {outcome}"
-        );
+        settled_unrun(&mut gateway, &mut body, &mut pending, round).await;
     }
 }
 
@@ -107,16 +126,7 @@ async fn a_cancellation_wins_over_a_page_decision_that_arrives_with_it() {
 
         cancel_then_approve(&mut gateway, &headers, async |_| page.approve()).await;
 
-        let outcome = settled(&mut body, &mut pending).await;
-        assert!(
-            received_nothing(&mut gateway.inner),
-            "round {round}: the cancelled call reached the upstream"
-        );
-        let outcome = outcome.expect("the held call settles");
-        assert_eq!(
-            outcome["result"]["_meta"][CONFIRMATION_META]["code"], "not_approved",
-            "round {round}: {outcome}"
-        );
+        settled_unrun(&mut gateway, &mut body, &mut pending, round).await;
     }
 }
 
@@ -124,18 +134,10 @@ async fn a_cancellation_wins_over_a_page_decision_that_arrives_with_it() {
 async fn a_client_gone_wins_over_an_answer_that_arrives_with_it() {
     for round in 0..ROUNDS {
         let mut gateway = Gateway::new();
-        let headers = eliciting_session(&gateway);
-        let (response, _) = gateway.post(&headers, &create_order()).await;
-        let mut body = response.into_body();
-        let mut pending = String::new();
-        let question = next_sse_message(&mut body, &mut pending).await;
+        let (headers, body, _, question) = ask(&mut gateway).await;
 
         drop(body);
-        let answer = json!({"jsonrpc": "2.0", "id": question["id"],
-                            "result": {"action": "accept", "content": {"approve": true}}});
-        let request = parsed_post(&unused_route(), Some("ada"), &headers, &answer);
-        let Ok(taken) = gateway.service.clone().oneshot(request).await;
-        assert_eq!(taken.status(), StatusCode::ACCEPTED);
+        answer(&gateway, &headers, &question, approval()).await;
 
         // The held call's task runs while the test sleeps.
         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -272,7 +272,12 @@ pub(super) fn session_declaring(
 }
 
 /// POSTs the client's `result` to the gateway's question `question`.
-async fn answer(gateway: &Gateway, headers: &[(&str, &str)], question: &Value, result: Value) {
+pub(super) async fn answer(
+    gateway: &Gateway,
+    headers: &[(&str, &str)],
+    question: &Value,
+    result: Value,
+) {
     let answer = json!({"jsonrpc": "2.0", "id": question["id"], "result": result});
     let request = parsed_post(&unused_route(), Some("ada"), headers, &answer);
     let accepted = gateway

@@ -248,26 +248,22 @@ fn an_approved_call_forwards_the_hashed_arguments_with_canonical_numbers() {
         members_but(&stripped, "arguments")
     );
 
+    // The params an approved call written as `text` is forwarded with.
+    let approved_params = |text: &[u8]| {
+        let params = RawJson::parse_slice(text).expect("json");
+        let call = CallParts::of(Method::ToolsCall, Some(&params)).expect("valid params");
+        call.approved_call(request(&params), false, &call.arguments_without_token())
+            .expect("canonical")
+            .params
+            .expect("params")
+    };
     // Nothing to strip and every number canonical: the params are not rewritten.
-    let plain =
-        RawJson::parse_slice(br#"{ "name" : "t" , "arguments" : { "x" : 1.5 } }"#).expect("json");
-    let call = CallParts::of(Method::ToolsCall, Some(&plain)).expect("valid params");
-    let approved = call
-        .approved_call(request(&plain), false, &call.arguments_without_token())
-        .expect("canonical");
-    assert_eq!(
-        approved.params.expect("params").as_bytes(),
-        plain.as_bytes()
-    );
+    let plain = br#"{ "name" : "t" , "arguments" : { "x" : 1.5 } }"#;
+    assert_eq!(approved_params(plain).as_bytes(), plain);
     // Only a number to rewrite: the arguments are replaced (the params written anew).
-    let inexact =
-        RawJson::parse_slice(br#"{ "name" : "t" , "arguments" : { "x" : 1.0 } }"#).expect("json");
-    let call = CallParts::of(Method::ToolsCall, Some(&inexact)).expect("valid params");
-    let approved = call
-        .approved_call(request(&inexact), false, &call.arguments_without_token())
-        .expect("canonical");
+    let inexact = br#"{ "name" : "t" , "arguments" : { "x" : 1.0 } }"#;
     assert_eq!(
-        approved.params.expect("params").as_text(),
+        approved_params(inexact).as_text(),
         r#"{"name":"t","arguments":{"x":1}}"#
     );
 }
