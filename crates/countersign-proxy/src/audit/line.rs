@@ -3,7 +3,8 @@
 //! Every call writes one or two records, so their encoding is on the hot path: through serde's
 //! derived `Serialize`, a record cost about 3,700 instructions (a map entry, a key escape and a
 //! value escape per field), most of it for strings that need no escaping at all. Here the keys
-//! are literals and strings go through the JSON crate's run-copying string writer. The output
+//! are literals, the gateway's own names are copied as they are, and other strings go through the
+//! JSON crate's run-copying string writer. The output
 //! is byte-for-byte what `serde_json` writes for the same record (same field order, same
 //! escapes, same skipped `None`s); the tests hold it to that.
 
@@ -24,16 +25,20 @@ impl AuditRecord<'_> {
     pub(super) fn write_json(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
         out.extend_from_slice(b"{\"ts\":\"");
         out.extend_from_slice(self.ts.as_bytes());
-        out.extend_from_slice(b"\",\"event\":");
-        string(out, self.event);
+        out.push(b'"');
+        name(out, key!("event"), self.event);
         field(out, key!("principal"), self.principal);
         field(out, key!("upstream"), self.upstream);
-        field(out, key!("method"), self.method);
+        name(out, key!("method"), self.method);
         field(out, key!("tool"), self.tool);
         optional(out, key!("session"), self.session);
-        optional(out, key!("risk"), self.risk);
+        if let Some(risk) = self.risk {
+            name(out, key!("risk"), risk);
+        }
         optional(out, key!("rule"), self.rule);
-        optional(out, key!("action"), self.action);
+        if let Some(action) = self.action {
+            name(out, key!("action"), action);
+        }
         optional(out, key!("channel"), self.channel);
         optional(out, key!("jti"), self.jti);
         optional(out, key!("args_hash"), self.args_hash);
@@ -57,6 +62,22 @@ impl AuditRecord<'_> {
 fn field(out: &mut Vec<u8>, key: &str, value: &str) {
     out.extend_from_slice(key.as_bytes());
     string(out, value);
+}
+
+/// `,"key":"value"` for one of the gateway's own names (an event, a method, a risk, an action):
+/// identifiers with nothing to escape, so copied without the string writer's scan, which cost
+/// more than the copy on a name this short. `names_need_no_escaping` holds every name to that.
+fn name(out: &mut Vec<u8>, key: &str, value: &'static str) {
+    debug_assert!(value.bytes().all(plain), "{value:?} needs escaping");
+    out.extend_from_slice(key.as_bytes());
+    out.push(b'"');
+    out.extend_from_slice(value.as_bytes());
+    out.push(b'"');
+}
+
+/// A byte JSON strings carry as it is.
+fn plain(byte: u8) -> bool {
+    byte >= 0x20 && byte != b'"' && byte != b'\\'
 }
 
 fn optional(out: &mut Vec<u8>, key: &str, value: Option<&str>) {
@@ -91,9 +112,9 @@ mod tests {
             method: "tools/call",
             tool: text,
             session: some(text),
-            risk: some("write"),
+            risk: present.then_some("write"),
             rule: some(text),
-            action: some("confirm"),
+            action: present.then_some("confirm"),
             channel: some("token"),
             jti: some(text),
             args_hash: some("5f2b"),
@@ -119,6 +140,25 @@ mod tests {
                 );
                 assert_eq!(encoded(&r), serde_json::to_string(&r).expect("serde"));
             }
+        }
+    }
+
+    #[test]
+    fn names_need_no_escaping() {
+        use countersign_policy::{Action, Method, Risk};
+        let methods = [Method::ToolsCall, Method::PromptsGet, Method::ResourcesRead];
+        let actions = [Action::Allow, Action::Confirm, Action::Deny];
+        let names = ["decision", "outcome"]
+            .into_iter()
+            .chain(methods.map(Method::as_str))
+            .chain(Risk::ALL.map(Risk::as_str))
+            .chain(actions.map(Action::as_str));
+        for name in names {
+            assert!(name.bytes().all(plain), "{name:?}");
+            assert_eq!(
+                serde_json::to_string(name).expect("serde"),
+                format!("\"{name}\"")
+            );
         }
     }
 

@@ -102,16 +102,18 @@ pub struct AuditRecord<'a> {
     pub event: &'static str,
     pub principal: &'a str,
     pub upstream: &'a str,
-    pub method: &'a str,
+    /// This field and `risk` and `action` are names of the gateway's own: see `line.rs`'s
+    /// `name`.
+    pub method: &'static str,
     pub tool: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub risk: Option<&'a str>,
+    pub risk: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub action: Option<&'a str>,
+    pub action: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channel: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
