@@ -227,7 +227,7 @@ impl Gated {
         Subject {
             approvals: &self.approvals,
             upstream: self.upstream(),
-            principal: &self.principal,
+            principal: &self.principal.id,
             session: self.session.as_deref(),
             judged: &self.judged,
             started: self.started,
@@ -277,7 +277,8 @@ impl Gated {
 pub(super) struct Subject<'a> {
     pub(super) approvals: &'a Approvals,
     pub(super) upstream: &'a str,
-    pub(super) principal: &'a Principal,
+    /// The principal's id.
+    pub(super) principal: &'a str,
     pub(super) session: Option<&'a str>,
     pub(super) judged: &'a Judged,
     pub(super) started: Instant,
@@ -293,7 +294,7 @@ impl Subject<'_> {
     ) -> CallAudit {
         let decision = &self.judged.decision;
         CallAudit {
-            principal: self.principal.id.clone(),
+            principal: self.principal.to_owned(),
             session: self.session.map(str::to_owned),
             method: self.judged.call.method.as_str(),
             target: self.judged.call.target.clone(),
@@ -334,7 +335,7 @@ impl Subject<'_> {
         settings.audit.record(&AuditRecord {
             ts: timestamp(settings.clock.wall()),
             event,
-            principal: &self.principal.id,
+            principal: self.principal,
             upstream: self.upstream,
             method: self.judged.call.method.as_str(),
             tool: &self.judged.call.target,

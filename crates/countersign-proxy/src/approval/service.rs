@@ -77,11 +77,13 @@ where
             Payload::Batch(messages) => match batch::judge(&messages, &classification) {
                 Ok(()) => {
                     // Every gated call in it is allowed; each gets its decision and outcome line.
+                    // (Classification refuses gated calls without a principal, so there is one.)
                     let audits: Vec<CallAudit> = classification
                         .calls
-                        .iter()
+                        .into_iter()
                         .filter_map(|judged| {
-                            self.allowed(&parts, &route, principal.as_ref(), stateless, judged)
+                            let principal = principal.as_ref()?.id.clone();
+                            Some(self.allowed(&parts.headers, &route, principal, stateless, judged))
                         })
                         .collect();
                     parts.extensions.context_mut().audits = audits;
@@ -128,14 +130,20 @@ where
                     // only a call the policy simply allows goes on.
                     (Message::Notification(mut notification), Some(judged), principal) => {
                         if judged.decision.action == Action::Allow {
-                            if let Some(audit) =
-                                self.allowed(&parts, &route, principal.as_ref(), stateless, &judged)
-                            {
-                                parts.extensions.context_mut().audits.push(audit);
-                            }
                             judged
                                 .call
                                 .strip_params(notification.params.as_mut(), false);
+                            if let Some(principal) = &principal {
+                                let principal = principal.id.clone();
+                                let audit = self.allowed(
+                                    &parts.headers,
+                                    &route,
+                                    principal,
+                                    stateless,
+                                    judged,
+                                );
+                                parts.extensions.context_mut().audits.push(audit);
+                            }
                             let payload = Payload::Single(Message::Notification(notification));
                             self.pass(parts, payload, mirrored)
                         } else {
@@ -173,45 +181,19 @@ where
         std::mem::replace(&mut self.inner, clone)
     }
 
-    /// Records an allowed call that goes on without a `Gated` (a notification-shaped call, or one
-    /// in a batch) and returns what its outcome line is written from.
+    /// Writes an allowed call's decision line and returns what its outcome line is written
+    /// from. An allowed call goes on without a `Gated` (alone, as a notification, or in a
+    /// batch): it needs none of the held paths' state. Its principal's id, target and rule move
+    /// into the record instead of being copied.
     fn allowed(
         &self,
-        parts: &request::Parts,
+        headers: &http::HeaderMap,
         route: &Route,
-        principal: Option<&Principal>,
+        principal: String,
         stateless: bool,
-        judged: &Judged,
-    ) -> Option<CallAudit> {
-        // Classification refuses gated calls without a principal, so there always is one.
-        let principal = principal?;
-        let subject = Subject {
-            approvals: &self.approvals,
-            upstream: &route.upstream.name,
-            principal,
-            session: session_of(&parts.headers, stateless),
-            judged,
-            started: self.approvals.settings.clock.now(),
-        };
-        subject.audit("decision", "allowed", None, None, None);
-        Some(subject.call_audit(None, None, None))
-    }
-
-    /// An allowed call goes on at once, without its approval artefacts, after its decision line.
-    /// It needs nothing a `Gated` holds for the held paths, so none is built; its principal,
-    /// target and rule move into the outcome line's record instead of being copied.
-    #[allow(clippy::too_many_arguments)]
-    fn allow(
-        &mut self,
-        parts: request::Parts,
-        route: &Route,
-        principal: Principal,
         judged: Judged,
-        call: Call,
-        stateless: bool,
-        mirrored: Mirrored,
-    ) -> ResponseFuture<S::Future> {
-        let session = session_of(&parts.headers, stateless);
+    ) -> CallAudit {
+        let session = session_of(headers, stateless);
         let subject = Subject {
             approvals: &self.approvals,
             upstream: &route.upstream.name,
@@ -221,19 +203,13 @@ where
             started: self.approvals.settings.clock.now(),
         };
         subject.audit("decision", "allowed", None, None, None);
-        let started = subject.started;
-        let session = session.map(str::to_owned);
-        let call = judged.call.strip_approval(call, false);
-        let Judged {
-            call: call_parts,
-            decision,
-            ..
-        } = judged;
-        let audit = CallAudit {
-            principal: principal.id,
+        let (session, started) = (session.map(str::to_owned), subject.started);
+        let Judged { call, decision, .. } = judged;
+        CallAudit {
+            principal,
             session,
-            method: call_parts.method.as_str(),
-            target: call_parts.target,
+            method: call.method.as_str(),
+            target: call.target,
             risk: decision.risk.as_str(),
             rule: decision.rule,
             action: decision.action.as_str(),
@@ -241,10 +217,7 @@ where
             jti: None,
             args_hash: None,
             started,
-        };
-        let mut request = Request::from_parts(parts, Cleared::call(call, mirrored));
-        request.extensions_mut().context_mut().audits.push(audit);
-        ResponseFuture::inner(self.inner.call(request))
+        }
     }
 
     /// Traffic that needs no approval: forwarded as parsed.
@@ -337,7 +310,11 @@ where
     ) -> ResponseFuture<S::Future> {
         let stateless = asked.stateless;
         if judged.decision.action == Action::Allow {
-            return self.allow(parts, &route, principal, judged, call, stateless, mirrored);
+            let call = judged.call.strip_approval(call, false);
+            let audit = self.allowed(&parts.headers, &route, principal.id, stateless, judged);
+            let mut request = Request::from_parts(parts, Cleared::call(call, mirrored));
+            request.extensions_mut().context_mut().audits.push(audit);
+            return ResponseFuture::inner(self.inner.call(request));
         }
         let gated = Gated {
             approvals: self.approvals.clone(),
