@@ -106,7 +106,7 @@ fn check_payload(data: &[u8], limits: &ParseLimits, parse_error: Option<&crate::
 fn minified(payload: &Payload) -> Payload {
     let minify = |m: &Message| match m.clone() {
         Message::Request(mut r) => {
-            r.params = r.params.as_ref().map(RawJson::minified);
+            r.params = r.params.as_deref().map(|p| RawJson::minified(p).into());
             Message::Request(r)
         }
         Message::Notification(mut n) => {

@@ -36,6 +36,7 @@ use crate::raw::RawJson;
 use crate::strict::{self, ParseError, ParseLimits, SERDE_JSON_NUMBER_TOKEN};
 
 mod envelope;
+mod params;
 mod serialize;
 #[cfg(test)]
 mod tests;
@@ -43,6 +44,7 @@ mod top_level;
 
 pub(crate) use envelope::KeyFolds;
 pub use envelope::{EnvelopeError, validate_method};
+pub use params::Params;
 pub use serialize::{compact_result_response, error_response};
 pub use top_level::{TopLevel, TopLevelScan, answer_id};
 
@@ -202,7 +204,7 @@ pub struct Request {
     pub id: RequestId,
     pub method: String,
     /// Always an object when present.
-    pub params: Option<RawJson>,
+    pub params: Option<Params>,
 }
 
 impl Request {
@@ -278,8 +280,8 @@ impl Message {
 
     /// [`Message::parse`] keeping `bytes` as the message's storage (no copy).
     pub fn parse_bytes(bytes: Bytes) -> Result<Message, Error> {
-        let raw = RawJson::parse(bytes, &ParseLimits::default())?;
-        Ok(Message::from_raw(&raw)?)
+        let (raw, folds, members) = RawJson::parse_noting_keys(bytes, &ParseLimits::default())?;
+        Ok(Message::from_raw_with(&raw, folds, members.as_ref())?)
     }
 
     /// The method of a request or notification.
@@ -303,7 +305,7 @@ impl Message {
     /// The params of a request or notification.
     pub fn params(&self) -> Option<&RawJson> {
         match self {
-            Message::Request(r) => r.params.as_ref(),
+            Message::Request(r) => r.params.as_deref(),
             Message::Notification(n) => n.params.as_ref(),
             Message::Response(_) => None,
         }
@@ -319,8 +321,8 @@ impl Payload {
     /// Strict parse with explicit limits, then [`Payload::from_raw`]. The messages keep slices
     /// of `bytes`; nothing is copied.
     pub fn parse_with(bytes: Bytes, limits: &ParseLimits) -> Result<Payload, Error> {
-        let (raw, folds, top) = RawJson::parse_noting_keys(bytes, limits)?;
-        Ok(Payload::from_raw_with(&raw, folds, top.as_ref())?)
+        let (raw, folds, members) = RawJson::parse_noting_keys(bytes, limits)?;
+        Ok(Payload::from_raw_with(&raw, folds, members.as_ref())?)
     }
 
     /// The messages in order (one for a single message).

@@ -31,7 +31,7 @@ pub(crate) mod scan;
 pub(crate) mod tests;
 
 pub use scan::{Items, Members};
-pub(crate) use scan::{MemberAt, MemberWalk, TopMembers};
+pub(crate) use scan::{MemberAt, MemberWalk, NotedMembers};
 
 /// The JSON type of a [`RawJson`], read from its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,11 +56,11 @@ impl RawJson {
     }
 
     /// [`RawJson::parse`], and what the parse learnt of the keys: whether any fold together,
-    /// and where the top-level object's members sit.
+    /// and where the members of the top-level object and of its `params` sit.
     pub(crate) fn parse_noting_keys(
         bytes: Bytes,
         limits: &ParseLimits,
-    ) -> Result<(RawJson, KeyFolds, Option<TopMembers>), ParseError> {
+    ) -> Result<(RawJson, KeyFolds, Option<strict::MessageMembers>), ParseError> {
         let scanned = strict::scan_strict(&bytes, limits)?;
         let raw = RawJson(bytes.slice(scanned.start..scanned.end));
         let folds = if scanned.fold_free {
@@ -68,7 +68,7 @@ impl RawJson {
         } else {
             KeyFolds::Unchecked
         };
-        Ok((raw, folds, scanned.top))
+        Ok((raw, folds, scanned.members))
     }
 
     /// [`RawJson::parse`] of a copy of `bytes`, with [`ParseLimits::default`].
@@ -198,12 +198,22 @@ impl RawJson {
     /// (each `None` for a missing key, all `None` for a non-object): for a reader that needs
     /// several members of one object, such as a call's name, arguments and `_meta`.
     pub fn get_many<const N: usize>(&self, keys: [&str; N]) -> [Option<RawJson>; N] {
+        match self.member_walk() {
+            Some(walk) => self.get_many_among(walk, keys),
+            None => [const { None }; N],
+        }
+    }
+
+    /// [`RawJson::get_many`] among `members`, which are this object's (walked or noted).
+    pub(crate) fn get_many_among<const N: usize>(
+        &self,
+        members: impl Iterator<Item = MemberAt>,
+        keys: [&str; N],
+    ) -> [Option<RawJson>; N] {
         let mut found = [const { None }; N];
-        let Some(walk) = self.member_walk() else {
-            return found;
-        };
+        let walk = MemberWalk::new(&self.0);
         let mut missing = N;
-        for member in walk.clone() {
+        for member in members {
             // Keys are unique (strict parse): the first member with a key is the only one.
             for (slot, key) in found.iter_mut().zip(keys) {
                 if slot.is_none() && walk.key_is(&member, key) {

@@ -20,11 +20,13 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Visitor};
 use serde_json::Value;
 
-use crate::raw::TopMembers;
+use crate::raw::NotedMembers;
 
 #[cfg(test)]
 mod differential;
 mod keys;
+#[cfg(test)]
+mod noted_tests;
 #[cfg(test)]
 mod reference;
 mod scanner;
@@ -149,9 +151,20 @@ pub(crate) struct Scanned {
     /// `OpenObjects::fold_free`); `false` means only that it was not settled, and the envelope
     /// checks its members itself.
     pub(crate) fold_free: bool,
-    /// The top-level object's members, when the value is an object with no more of them than
-    /// [`TopMembers`] holds.
-    pub(crate) top: Option<TopMembers>,
+    /// Where the members of the top-level object and of its `params` sit, when the value is
+    /// an object with no more members than [`NotedMembers`] holds.
+    pub(crate) members: Option<MessageMembers>,
+}
+
+/// The members a message's readers look up, noted by the strict scan in passing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MessageMembers {
+    /// The top-level object's, positioned in the message's text.
+    pub(crate) top: NotedMembers,
+    /// Those of the object the top-level member `params` holds, positioned in the message's
+    /// text; `None` when they did not all fit. (Empty when `params` is absent or not an
+    /// object, which the envelope refuses.)
+    pub(crate) params: Option<NotedMembers>,
 }
 
 /// [`validate_strict`], keeping what the scan learnt of the keys.

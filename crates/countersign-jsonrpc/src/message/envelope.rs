@@ -5,10 +5,11 @@ use serde_json::Value;
 
 use super::{
     ErrorObject, INVALID_REQUEST, JSONRPC_VERSION, MAX_METHOD_BYTES, MAX_STRING_ID_BYTES, Message,
-    Notification, Payload, Request, RequestId, Response, canonical_i64,
+    Notification, Params, Payload, Request, RequestId, Response, canonical_i64,
 };
 use crate::fold::{self, KeyCheck};
-use crate::raw::{Kind, MemberAt, RawJson, TopMembers};
+use crate::raw::{Kind, MemberAt, RawJson};
+use crate::strict::MessageMembers;
 
 /// What is known of a body's keys before the envelope reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,21 +279,22 @@ impl Message {
     }
 
     /// [`Message::from_raw`], sparing the fold checks the strict parse already settled, and
-    /// the walk over its members when the parse noted them (`top`, found in `raw`'s text).
-    fn from_raw_with(
+    /// the walks over its members and its params' when the parse noted them (`noted`, found
+    /// in `raw`'s text).
+    pub(super) fn from_raw_with(
         raw: &RawJson,
         key_folds: KeyFolds,
-        top: Option<&TopMembers>,
+        noted: Option<&MessageMembers>,
     ) -> Result<Message, EnvelopeError> {
         let Some(walk) = raw.member_walk() else {
             return Err(EnvelopeError::NotAnObject);
         };
         let mut walked;
-        let mut noted;
-        let members: &mut dyn Iterator<Item = MemberAt> = match top {
-            Some(top) => {
-                noted = top.as_slice().iter().copied();
-                &mut noted
+        let mut listed;
+        let members: &mut dyn Iterator<Item = MemberAt> = match noted {
+            Some(noted) => {
+                listed = noted.top.iter();
+                &mut listed
             }
             None => {
                 walked = walk.clone();
@@ -306,6 +308,7 @@ impl Message {
         let (mut version, mut id, mut method, mut params, mut result, mut error) =
             (None, None, None, None, None, None);
         let unchecked = key_folds == KeyFolds::Unchecked;
+        let mut params_at = 0;
         for member in members {
             if unchecked {
                 folds.add(&walk, &member);
@@ -317,7 +320,10 @@ impl Message {
                 b"jsonrpc" => &mut version,
                 b"id" => &mut id,
                 b"method" => &mut method,
-                b"params" => &mut params,
+                b"params" => {
+                    params_at = member.value_start();
+                    &mut params
+                }
                 b"result" => &mut result,
                 b"error" => &mut error,
                 _ => {
@@ -351,7 +357,10 @@ impl Message {
             };
             validate_method(&method)?;
             let method = method.into_owned();
-            let params = validate_params(params, key_folds)?;
+            // The params' members as noted, positioned in the params' own text.
+            let params_members = noted.and_then(|noted| noted.params?.rebased(params_at));
+            let params = validate_params(params, key_folds)?
+                .map(|params| Params::noted(params, params_members));
             // Presence, not value, decides: `"id": null` is a broken request, not a notification.
             return Ok(match id {
                 Some(id) => Message::Request(Request {
@@ -359,7 +368,10 @@ impl Message {
                     method,
                     params,
                 }),
-                None => Message::Notification(Notification { method, params }),
+                None => Message::Notification(Notification {
+                    method,
+                    params: params.map(Params::into_raw),
+                }),
             });
         }
 
@@ -397,14 +409,14 @@ impl Payload {
     }
 
     /// [`Payload::from_raw`], sparing the fold checks the strict parse already settled, and
-    /// the walk over a single message's members when the parse noted them (`top`).
+    /// the walks over a single message's members and params' when the parse noted them.
     pub(crate) fn from_raw_with(
         raw: &RawJson,
         folds: KeyFolds,
-        top: Option<&TopMembers>,
+        noted: Option<&MessageMembers>,
     ) -> Result<Payload, EnvelopeError> {
         match raw.kind() {
-            Kind::Object => Ok(Payload::Single(Message::from_raw_with(raw, folds, top)?)),
+            Kind::Object => Ok(Payload::Single(Message::from_raw_with(raw, folds, noted)?)),
             Kind::Array => {
                 let messages = raw
                     .items()

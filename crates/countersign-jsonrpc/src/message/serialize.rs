@@ -62,7 +62,7 @@ impl Message {
 
     fn serialized_len_hint(&self) -> usize {
         let carried = match self {
-            Message::Request(r) => r.params.as_ref().map_or(0, RawJson::len) + r.method.len(),
+            Message::Request(r) => r.params.as_deref().map_or(0, RawJson::len) + r.method.len(),
             Message::Notification(n) => n.params.as_ref().map_or(0, RawJson::len) + n.method.len(),
             Message::Response(r) => match &r.outcome {
                 Ok(result) => result.len(),
@@ -78,7 +78,7 @@ impl Message {
             Message::Request(r) => {
                 out.extend_from_slice(b",\"id\":");
                 write_json(out, &r.id);
-                write_method(out, &r.method, r.params.as_ref());
+                write_method(out, &r.method, r.params.as_deref());
             }
             Message::Notification(n) => write_method(out, &n.method, n.params.as_ref()),
             Message::Response(r) => {

@@ -804,8 +804,13 @@ fn arb_params() -> impl Strategy<Value = Option<RawJson>> {
 
 fn arb_message() -> impl Strategy<Value = Message> {
     prop_oneof![
-        (arb_id(), "[a-z]{1,10}(/[a-z]{1,10})?", arb_params())
-            .prop_map(|(id, method, params)| { Message::Request(Request { id, method, params }) }),
+        (arb_id(), "[a-z]{1,10}(/[a-z]{1,10})?", arb_params()).prop_map(|(id, method, params)| {
+            Message::Request(Request {
+                id,
+                method,
+                params: params.map(Params::from),
+            })
+        }),
         ("notifications/[a-z]{1,10}", arb_params())
             .prop_map(|(method, params)| Message::Notification(Notification { method, params })),
         (arb_id(), arb_value()).prop_map(|(id, result)| Message::Response(Response {

@@ -232,41 +232,56 @@ pub(crate) struct MemberAt {
     pub(super) value: (usize, usize),
 }
 
-/// The members of a body's top-level object as the strict scan passed them, so that the
-/// envelope reads them without walking the text again: that walk skipped `params` value by
-/// value, the body's largest member. The envelope knows six member names and a valid message
-/// has at most four; an object with more than six (which has a member the envelope refuses) is
-/// walked as before.
+impl MemberAt {
+    /// Where the member's value starts in the object's text.
+    pub(crate) fn value_start(&self) -> usize {
+        self.value.0
+    }
+}
+
+/// The members of one object as the strict scan passed them, so that a reader finds a member
+/// without walking the text again: the envelope reads the message's members (a walk skipped
+/// `params` value by value, the body's largest member), and the layers read `params`' members
+/// (a call's name, arguments and `_meta`) several times each. Holds six, 16 bytes each: the
+/// envelope knows six member names and a valid message has at most four, and a call's params
+/// are its name, arguments, `_meta` and a few more; an object with more members, or past 4 GiB,
+/// is walked as before.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct TopMembers {
-    found: [MemberAt; TopMembers::CAPACITY],
-    len: usize,
+pub(crate) struct NotedMembers {
+    /// Key token start and end (quotes included), value start and end.
+    found: [[u32; 4]; NotedMembers::CAPACITY],
+    /// Bit `i` is set when member `i`'s key token has an escape.
+    escaped: u8,
+    len: u8,
     overflowed: bool,
 }
 
-impl TopMembers {
+impl NotedMembers {
     pub(crate) const CAPACITY: usize = 6;
 
     /// A member whose key token spans `key` (`escaped` if it has an escape) and whose value
-    /// starts at `value_start`; its end comes with [`TopMembers::value_ends`].
+    /// starts at `value_start`; its end comes with [`NotedMembers::value_ends`].
     pub(crate) fn push(&mut self, key: (usize, usize), escaped: bool, value_start: usize) {
-        match self.found.get_mut(self.len) {
-            Some(slot) => {
-                *slot = MemberAt {
-                    key,
-                    escaped,
-                    value: (value_start, value_start),
-                };
-                self.len += 1;
-            }
-            None => self.overflowed = true,
-        }
+        let (Some(slot), Ok(value_start)) = (
+            self.found.get_mut(usize::from(self.len)),
+            u32::try_from(value_start),
+        ) else {
+            self.overflowed = true;
+            return;
+        };
+        // Offsets before `value_start` fit when it does.
+        *slot = [key.0 as u32, key.1 as u32, value_start, value_start];
+        self.escaped |= u8::from(escaped) << self.len;
+        self.len += 1;
     }
 
     /// The value of the member pushed last ends just before `at`.
     pub(crate) fn value_ends(&mut self, at: usize) {
-        if let Some(last) = self.len.checked_sub(1).and_then(|i| self.found.get_mut(i)) {
-            last.value.1 = at;
+        let last = usize::from(self.len).checked_sub(1);
+        match (last.and_then(|i| self.found.get_mut(i)), u32::try_from(at)) {
+            (Some(last), Ok(at)) => last[3] = at,
+            (Some(_), Err(_)) => self.overflowed = true,
+            (None, _) => {}
         }
     }
 
@@ -276,15 +291,24 @@ impl TopMembers {
         if self.overflowed {
             return None;
         }
-        for member in &mut self.found[..self.len] {
-            member.key = (member.key.0 - start, member.key.1 - start);
-            member.value = (member.value.0 - start, member.value.1 - start);
+        let start = u32::try_from(start).ok()?;
+        for member in &mut self.found[..usize::from(self.len)] {
+            for offset in member {
+                *offset -= start;
+            }
         }
         Some(self)
     }
 
-    pub(crate) fn as_slice(&self) -> &[MemberAt] {
-        &self.found[..self.len]
+    /// The members in order, as a walk over the object's text finds them.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = MemberAt> + '_ {
+        self.found[..usize::from(self.len)].iter().enumerate().map(
+            |(i, &[key_start, key_end, value_start, value_end])| MemberAt {
+                key: (key_start as usize, key_end as usize),
+                escaped: self.escaped & 1 << i != 0,
+                value: (value_start as usize, value_end as usize),
+            },
+        )
     }
 }
 

@@ -247,7 +247,7 @@ fn arb_number() -> impl Strategy<Value = Number> {
     ]
 }
 
-fn arb_json() -> impl Strategy<Value = Value> {
+pub(crate) fn arb_json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),

@@ -9,10 +9,10 @@ use std::borrow::Cow;
 
 use super::keys::OpenObjects;
 use super::{
-    ParseError, SERDE_JSON_DEPTH_CEILING, SERDE_JSON_NUMBER_TOKEN, SERDE_JSON_PRIVATE_PREFIX,
-    Scanned,
+    MessageMembers, ParseError, SERDE_JSON_DEPTH_CEILING, SERDE_JSON_NUMBER_TOKEN,
+    SERDE_JSON_PRIVATE_PREFIX, Scanned,
 };
-use crate::raw::{TopMembers, next_escape};
+use crate::raw::{NotedMembers, next_escape};
 
 // `Scanner::objects` keeps one bit per open container.
 const _: () = assert!(SERDE_JSON_DEPTH_CEILING < u128::BITS as usize);
@@ -38,7 +38,9 @@ pub(super) fn scan(text: &str, max_depth: usize) -> Result<Scanned, ParseError> 
         objects: 0,
         in_object: false,
         keys: OpenObjects::default(),
-        top: TopMembers::default(),
+        top: NotedMembers::default(),
+        params: NotedMembers::default(),
+        in_params: false,
     };
     scanner.skip_whitespace();
     let start = scanner.at;
@@ -52,9 +54,13 @@ pub(super) fn scan(text: &str, max_depth: usize) -> Result<Scanned, ParseError> 
         start,
         end,
         fold_free: scanner.keys.fold_free(),
-        top: (text.as_bytes().get(start) == Some(&b'{'))
+        members: (text.as_bytes().get(start) == Some(&b'{'))
             .then_some(scanner.top)
-            .and_then(|top| top.rebased(start)),
+            .and_then(|top| top.rebased(start))
+            .map(|top| MessageMembers {
+                top,
+                params: scanner.params.rebased(start),
+            }),
     })
 }
 
@@ -71,7 +77,11 @@ struct Scanner<'a> {
     in_object: bool,
     keys: OpenObjects<'a>,
     /// The members of the top-level object, when it is one.
-    top: TopMembers,
+    top: NotedMembers,
+    /// The members of the object the top-level member `params` holds, when it is one.
+    params: NotedMembers,
+    /// Whether the top-level member being read is `params`: its value's members are noted.
+    in_params: bool,
 }
 
 impl<'a> Scanner<'a> {
@@ -147,6 +157,9 @@ impl<'a> Scanner<'a> {
                 if self.depth == 1 && self.in_object {
                     // The value just ended is a member's of the top-level object: the last noted.
                     self.top.value_ends(self.at);
+                } else if self.depth == 2 && self.in_params && self.in_object {
+                    // A member's of `params`, the last noted there.
+                    self.params.value_ends(self.at);
                 }
                 self.skip_whitespace();
                 match (self.peek(), self.in_object) {
@@ -235,6 +248,7 @@ impl<'a> Scanner<'a> {
         let key_end = self.at;
         // Only keys with escapes are unescaped into a `String` of their own.
         let escaped = matches!(key, Cow::Owned(_));
+        let params_key = self.depth == 1 && key == "params";
         if key.starts_with(SERDE_JSON_PRIVATE_PREFIX) {
             return Err(ParseError::ReservedKey {
                 key: key.into_owned(),
@@ -252,6 +266,10 @@ impl<'a> Scanner<'a> {
                 if self.depth == 1 {
                     self.skip_whitespace();
                     self.top.push((key_start, key_end), escaped, self.at);
+                    self.in_params = params_key;
+                } else if self.depth == 2 && self.in_params {
+                    self.skip_whitespace();
+                    self.params.push((key_start, key_end), escaped, self.at);
                 }
                 Ok(())
             }

@@ -1,10 +1,9 @@
-use bytes::Bytes;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
 use crate::fold::{fold_collision, fold_key};
-use crate::raw::{MemberAt, RawJson, TopMembers};
+use crate::raw::RawJson;
 
 fn parse(s: &str) -> Result<Value, ParseError> {
     parse_strict(s.as_bytes())
@@ -536,27 +535,6 @@ fn arb_json() -> impl Strategy<Value = Value> {
 }
 
 proptest! {
-    /// The envelope reads a body's top-level members from what the strict scan noted: they
-    /// must be exactly what a walk over the object finds, whatever the whitespace and escapes,
-    /// and nothing (so a walk instead) where they do not all fit.
-    #[test]
-    fn the_scan_notes_the_top_members_a_walk_finds(value in arb_json(), seed in any::<u64>()) {
-        let text = crate::raw::tests::write_text(&value, seed);
-        let (raw, _, top) =
-            RawJson::parse_noting_keys(Bytes::from(text.clone()), &ParseLimits::default())
-                .expect("valid");
-        match raw.member_walk() {
-            None => prop_assert!(top.is_none(), "{text:?} is no object"),
-            Some(walk) => {
-                let walked: Vec<MemberAt> = walk.collect();
-                match top {
-                    Some(top) => prop_assert_eq!(top.as_slice(), &walked[..], "{:?}", text),
-                    None => prop_assert!(walked.len() > TopMembers::CAPACITY, "{:?}", text),
-                }
-            }
-        }
-    }
-
     #[test]
     fn serialized_values_parse_back_equal_and_reserialize_stably(value in arb_json()) {
         let bytes = serde_json::to_vec(&value).expect("serializes");

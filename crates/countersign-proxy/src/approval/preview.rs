@@ -63,7 +63,7 @@ pub(super) async fn run(
     let body = Message::Request(Request {
         id: id.clone(),
         method: "tools/call".into(),
-        params: Some(params.finish()),
+        params: Some(params.finish().into()),
     })
     .to_vec();
     let route = &gated.route;

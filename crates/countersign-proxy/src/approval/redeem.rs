@@ -130,7 +130,9 @@ pub(super) async fn redeem(
     if let Some(state) = upstream_state {
         // The upstream gets its own state back byte for byte (or none, if it sent none).
         if let (Some(params), Some(state)) = (forwarded.params.as_mut(), state) {
-            *params = params.with_member("requestState", &RawJson::string(&state));
+            *params = params
+                .with_member("requestState", &RawJson::string(&state))
+                .into();
         }
     }
     let wrap = gated

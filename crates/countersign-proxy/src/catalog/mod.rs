@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use countersign_jsonrpc::mcp::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION};
+use countersign_jsonrpc::message::Params;
 use countersign_jsonrpc::{ObjectWriter, RawJson};
 use countersign_policy::{PinnedTool, Risk};
 use countersign_store::PinShare;
@@ -109,7 +110,7 @@ impl CatalogSync {
 
 /// The `_meta` a 2026-07-28 request carries for the gateway's own requests on its behalf: its
 /// protocol version and client capabilities, never a progress token or the confirmation.
-pub fn stateless_meta(params: Option<&RawJson>) -> Option<RawJson> {
+pub fn stateless_meta(params: Option<&Params>) -> Option<RawJson> {
     let meta = params?.get("_meta")?;
     let version = meta.get(META_PROTOCOL_VERSION)?;
     let mut out = ObjectWriter::new();

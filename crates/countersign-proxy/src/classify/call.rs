@@ -5,7 +5,7 @@
 use countersign_jsonrpc::mcp::{
     META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
 };
-use countersign_jsonrpc::message::Request;
+use countersign_jsonrpc::message::{Params, Request};
 use countersign_jsonrpc::{Kind, MemberEdit, ObjectWriter, RawJson};
 use countersign_policy::{Method, PinnedTool};
 use countersign_token::{CanonicalError, normalize_numbers_raw};
@@ -62,7 +62,7 @@ pub struct CallParts {
 }
 
 impl CallParts {
-    pub fn of(method: Method, params: Option<&RawJson>) -> Result<Self, ProxyError> {
+    pub fn of(method: Method, params: Option<&Params>) -> Result<Self, ProxyError> {
         let target_key = target_key(method);
         // One walk over the params for the three members read here.
         let [target, arguments, meta] = params
@@ -109,7 +109,7 @@ impl CallParts {
             meta_token,
             argument_token,
             token_argument_is_ours: method == Method::ToolsCall,
-            params: params.cloned(),
+            params: params.map(|params| params.raw().clone()),
         })
     }
 
@@ -207,7 +207,7 @@ impl CallParts {
     /// is anything to look for: a call without one (every read) is not walked again. Otherwise
     /// the params are rewritten in one walk, and only when something was removed; every other
     /// member is copied byte for byte.
-    pub fn strip_params(&self, params: Option<&mut RawJson>, redeemed: bool) {
+    pub fn strip_params(&self, params: Option<&mut Params>, redeemed: bool) {
         let Some(params) = params else { return };
         // An object with our token: made by the one function that made the value hashed into
         // `ah` and shown.
@@ -217,7 +217,7 @@ impl CallParts {
     }
 
     /// [`CallParts::strip_params`], with `arguments` (when given) in place of the arguments.
-    fn rewrite_params(&self, params: &mut RawJson, redeemed: bool, mut arguments: Option<RawJson>) {
+    fn rewrite_params(&self, params: &mut Params, redeemed: bool, mut arguments: Option<RawJson>) {
         let strip_meta = self.meta_token.is_some();
         if !redeemed && !strip_meta && arguments.is_none() {
             return;
@@ -251,7 +251,7 @@ impl CallParts {
             _ => MemberEdit::Keep,
         });
         if let Some(stripped) = stripped {
-            *params = stripped;
+            *params = stripped.into();
         }
     }
 }

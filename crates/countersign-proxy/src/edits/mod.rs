@@ -72,7 +72,7 @@ impl WatchResponses for ResponseEdits {
             Some(Payload::Single(Message::Request(call))) => {
                 match request.extensions.get::<StateWrap>() {
                     Some(wrap) => Some(Hook::WrapState(call.id.clone(), wrap.clone())),
-                    None => self.edit_for(upstream, &call.method, &call.id, call.params.as_ref()),
+                    None => self.edit_for(upstream, &call.method, &call.id, call.params.as_deref()),
                 }
             }
             _ => None,

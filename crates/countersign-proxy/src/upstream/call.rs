@@ -55,7 +55,7 @@ pub async fn list_tools(
         let body = Message::Request(Request {
             id: id.clone(),
             method: "tools/list".into(),
-            params: Some(params.finish()),
+            params: Some(params.finish().into()),
         })
         .to_vec();
         let mut headers = caller.headers.clone();

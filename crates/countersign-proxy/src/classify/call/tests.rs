@@ -1,8 +1,20 @@
 //! `CallParts`: reading a gated call's params, and the params forwarded once it is approved.
 
+use countersign_jsonrpc::message::Message;
 use serde_json::{Value, json};
 
 use super::*;
+
+/// `text` as the params of a parsed request, its members noted as the gateway reads them.
+fn params_of(text: &[u8]) -> Params {
+    let mut body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"#.to_vec();
+    body.extend_from_slice(text);
+    body.push(b'}');
+    match Message::parse(&body) {
+        Ok(Message::Request(request)) => request.params.expect("params"),
+        other => panic!("not a request with params: {other:?}"),
+    }
+}
 
 fn parts(params: Value) -> CallParts {
     CallParts::of(Method::ToolsCall, Some(&params.into())).expect("valid params")
@@ -100,7 +112,7 @@ const SPACED_PARAMS: &[u8] = br#"{ "name" : "send" ,
 
 #[test]
 fn strip_params_removes_only_the_tokens_and_leaves_every_other_member_byte_identical() {
-    let original = RawJson::parse_slice(SPACED_PARAMS).expect("json");
+    let original = params_of(SPACED_PARAMS);
     let call = CallParts::of(Method::ToolsCall, Some(&original)).expect("valid params");
     assert_eq!(call.presented_token(), Some("tok"));
     let mut params = original.clone();
@@ -119,7 +131,7 @@ fn strip_params_removes_only_the_tokens_and_leaves_every_other_member_byte_ident
     };
     assert_eq!(untouched(&params), untouched(&original));
     // An escaped key is kept as written.
-    assert!(params.as_text().contains(r#""\u0074ask""#), "{params}");
+    assert!(params.as_text().contains(r#""\u0074ask""#), "{params:?}");
 
     let meta = params.get("_meta").expect("_meta kept");
     let original_meta = original.get("_meta").expect("_meta");
@@ -159,7 +171,7 @@ fn strip_params_removes_only_the_tokens_and_leaves_every_other_member_byte_ident
 
 #[test]
 fn strip_params_after_redemption_also_removes_the_gateways_answer() {
-    let original = RawJson::parse_slice(SPACED_PARAMS).expect("json");
+    let original = params_of(SPACED_PARAMS);
     let call = CallParts::of(Method::ToolsCall, Some(&original)).expect("valid params");
     let mut params = original.clone();
     call.strip_params(Some(&mut params), true);
@@ -182,14 +194,14 @@ fn strip_params_after_redemption_also_removes_the_gateways_answer() {
 
     // With only the gateway's answer in it, `inputResponses` goes altogether.
     let only_ours = json!({"name": "t", "inputResponses": {APPROVAL_KEY: {"action": "accept"}}});
-    let mut params = RawJson::from(&only_ours);
+    let mut params = Params::from(only_ours);
     call.strip_params(Some(&mut params), true);
-    assert_eq!(params, json!({"name": "t"}));
+    assert_eq!(params.raw(), &json!({"name": "t"}));
 }
 
 #[test]
 fn strip_params_keeps_a_tools_own_token_argument_and_copies_nothing_without_tokens() {
-    let original = RawJson::parse_slice(SPACED_PARAMS).expect("json");
+    let original = params_of(SPACED_PARAMS);
     let definition = json!({"name": "send", "inputSchema": {"type": "object",
         "properties": {"confirmationToken": {"type": "string"}}}});
     let mut catalog = countersign_policy::Catalog::new();
@@ -207,8 +219,7 @@ fn strip_params_keeps_a_tools_own_token_argument_and_copies_nothing_without_toke
     let meta = params.get("_meta").expect("_meta kept");
     assert_eq!(meta.get(TOKEN_META), None);
 
-    let plain =
-        RawJson::parse_slice(br#"{ "name" : "t" , "arguments" : { "x" : 1.0 } }"#).expect("json");
+    let plain = params_of(br#"{ "name" : "t" , "arguments" : { "x" : 1.0 } }"#);
     let call = CallParts::of(Method::ToolsCall, Some(&plain)).expect("valid params");
     let mut params = plain.clone();
     call.strip_params(Some(&mut params), true);
@@ -218,9 +229,9 @@ fn strip_params_keeps_a_tools_own_token_argument_and_copies_nothing_without_toke
 
 #[test]
 fn an_approved_call_forwards_the_hashed_arguments_with_canonical_numbers() {
-    let original = RawJson::parse_slice(SPACED_PARAMS).expect("json");
+    let original = params_of(SPACED_PARAMS);
     let call = CallParts::of(Method::ToolsCall, Some(&original)).expect("valid params");
-    let request = |params: &RawJson| Request {
+    let request = |params: &Params| Request {
         id: countersign_jsonrpc::message::RequestId::Number(1),
         method: "tools/call".into(),
         params: Some(params.clone()),
@@ -250,7 +261,7 @@ fn an_approved_call_forwards_the_hashed_arguments_with_canonical_numbers() {
 
     // The params an approved call written as `text` is forwarded with.
     let approved_params = |text: &[u8]| {
-        let params = RawJson::parse_slice(text).expect("json");
+        let params = params_of(text);
         let call = CallParts::of(Method::ToolsCall, Some(&params)).expect("valid params");
         call.approved_call(request(&params), false, &call.arguments_without_token())
             .expect("canonical")
@@ -270,11 +281,10 @@ fn an_approved_call_forwards_the_hashed_arguments_with_canonical_numbers() {
 
 #[test]
 fn params_written_with_escaped_keys_are_read_by_their_unescaped_names() {
-    let params = RawJson::parse_slice(
+    let params = params_of(
         br#"{"n\u0061me":"t","\u0061rguments":{"confirmationToken":"tok","x":1},
             "_m\u0065ta":{"countersign/confirmationToken":"tok","com.example/K":1}}"#,
-    )
-    .expect("json");
+    );
     let call = CallParts::of(Method::ToolsCall, Some(&params)).expect("valid params");
     assert_eq!(call.target, "t");
     assert_eq!(call.meta_token.as_deref(), Some("tok"));
@@ -285,16 +295,15 @@ fn params_written_with_escaped_keys_are_read_by_their_unescaped_names() {
         Some(json!({"_meta": {"com.example/K": 1}}))
     );
     // A key whose escaped spelling reads `name` is not `name`.
-    let spelled = RawJson::parse_slice(br#"{"nam\\u0065":"t"}"#).expect("json");
+    let spelled = params_of(br#"{"nam\\u0065":"t"}"#);
     assert!(CallParts::of(Method::ToolsCall, Some(&spelled)).is_err());
 }
 
 #[test]
 fn the_benchmark_call_binds_nothing_beyond_its_target() {
-    let params = RawJson::parse_slice(
+    let params = params_of(
         br#"{"name":"list_products","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#,
-    )
-    .expect("json");
+    );
     let call = CallParts::of(Method::ToolsCall, Some(&params)).expect("valid params");
     assert_eq!(call.target, "list_products");
     assert_eq!(call.arguments.as_text(), "{}");

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use countersign_jsonrpc::message::{Request, RequestId};
+use countersign_jsonrpc::message::{Params, Request, RequestId};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch};
 
@@ -161,7 +161,7 @@ impl Instance {
         let request = Request {
             id: RequestId::Number(0),
             method: method.to_owned(),
-            params,
+            params: params.map(Params::from),
         };
         let (message, answer) = self.routing().internal_request(&request)?;
         self.write(vec![message]).await?;

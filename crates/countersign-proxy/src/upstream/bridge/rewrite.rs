@@ -37,9 +37,11 @@ pub(super) fn request_for_instance(
     let meta = request.params.as_ref().and_then(|p| p.get("_meta"));
     let token = meta.as_ref().and_then(|m| m.get("progressToken"));
     let params = match (&request.params, &meta, &token) {
-        (Some(params), Some(meta), Some(_)) => {
-            Some(params.with_member("_meta", &meta.with_member("progressToken", &number)))
-        }
+        (Some(params), Some(meta), Some(_)) => Some(
+            params
+                .with_member("_meta", &meta.with_member("progressToken", &number))
+                .into(),
+        ),
         _ => request.params.clone(),
     };
     let message = Message::Request(Request {

@@ -159,7 +159,7 @@ impl Inner {
         initialize: &Request,
     ) -> Result<Result<RawJson, countersign_jsonrpc::message::ErrorObject>, ProxyError> {
         match instance
-            .request("initialize", initialize.params.clone())
+            .request("initialize", initialize.params.as_deref().cloned())
             .await
         {
             Ok(Ok(answer)) => Ok(answer),
