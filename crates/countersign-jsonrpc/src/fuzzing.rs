@@ -110,7 +110,7 @@ fn minified(payload: &Payload) -> Payload {
             Message::Request(r)
         }
         Message::Notification(mut n) => {
-            n.params = n.params.as_ref().map(RawJson::minified);
+            n.params = n.params.as_deref().map(|p| RawJson::minified(p).into());
             Message::Notification(n)
         }
         Message::Response(mut r) => {

@@ -219,7 +219,7 @@ impl Request {
 pub struct Notification {
     pub method: String,
     /// Always an object when present.
-    pub params: Option<RawJson>,
+    pub params: Option<Params>,
 }
 
 /// The `error` member of an error response.
@@ -306,7 +306,7 @@ impl Message {
     pub fn params(&self) -> Option<&RawJson> {
         match self {
             Message::Request(r) => r.params.as_deref(),
-            Message::Notification(n) => n.params.as_ref(),
+            Message::Notification(n) => n.params.as_deref(),
             Message::Response(_) => None,
         }
     }

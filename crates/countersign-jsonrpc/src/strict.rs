@@ -161,8 +161,8 @@ pub(crate) struct Scanned {
 pub(crate) struct MessageMembers {
     /// The top-level object's, positioned in the message's text.
     pub(crate) top: NotedMembers,
-    /// Those of the object the top-level member `params` holds, positioned in the message's
-    /// text; `None` when they did not all fit. (Empty when `params` is absent or not an
+    /// Those of the object the top-level member `params` holds, positioned in that object's
+    /// own text; `None` when they did not all fit. (Empty when `params` is absent or not an
     /// object, which the envelope refuses.)
     pub(crate) params: Option<NotedMembers>,
 }

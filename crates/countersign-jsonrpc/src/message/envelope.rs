@@ -308,7 +308,6 @@ impl Message {
         let (mut version, mut id, mut method, mut params, mut result, mut error) =
             (None, None, None, None, None, None);
         let unchecked = key_folds == KeyFolds::Unchecked;
-        let mut params_at = 0;
         for member in members {
             if unchecked {
                 folds.add(&walk, &member);
@@ -320,10 +319,7 @@ impl Message {
                 b"jsonrpc" => &mut version,
                 b"id" => &mut id,
                 b"method" => &mut method,
-                b"params" => {
-                    params_at = member.value_start();
-                    &mut params
-                }
+                b"params" => &mut params,
                 b"result" => &mut result,
                 b"error" => &mut error,
                 _ => {
@@ -357,8 +353,7 @@ impl Message {
             };
             validate_method(&method)?;
             let method = method.into_owned();
-            // The params' members as noted, positioned in the params' own text.
-            let params_members = noted.and_then(|noted| noted.params?.rebased(params_at));
+            let params_members = noted.and_then(|noted| noted.params);
             let params = validate_params(params, key_folds)?
                 .map(|params| Params::noted(params, params_members));
             // Presence, not value, decides: `"id": null` is a broken request, not a notification.
@@ -368,10 +363,7 @@ impl Message {
                     method,
                     params,
                 }),
-                None => Message::Notification(Notification {
-                    method,
-                    params: params.map(Params::into_raw),
-                }),
+                None => Message::Notification(Notification { method, params }),
             });
         }
 

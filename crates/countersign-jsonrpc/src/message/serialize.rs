@@ -63,7 +63,9 @@ impl Message {
     fn serialized_len_hint(&self) -> usize {
         let carried = match self {
             Message::Request(r) => r.params.as_deref().map_or(0, RawJson::len) + r.method.len(),
-            Message::Notification(n) => n.params.as_ref().map_or(0, RawJson::len) + n.method.len(),
+            Message::Notification(n) => {
+                n.params.as_deref().map_or(0, RawJson::len) + n.method.len()
+            }
             Message::Response(r) => match &r.outcome {
                 Ok(result) => result.len(),
                 Err(error) => error.message.len() + error.data.as_ref().map_or(0, RawJson::len),
@@ -80,7 +82,7 @@ impl Message {
                 write_json(out, &r.id);
                 write_method(out, &r.method, r.params.as_deref());
             }
-            Message::Notification(n) => write_method(out, &n.method, n.params.as_ref()),
+            Message::Notification(n) => write_method(out, &n.method, n.params.as_deref()),
             Message::Response(r) => {
                 write_response_id(out, r.id.as_ref());
                 match &r.outcome {

@@ -811,8 +811,12 @@ fn arb_message() -> impl Strategy<Value = Message> {
                 params: params.map(Params::from),
             })
         }),
-        ("notifications/[a-z]{1,10}", arb_params())
-            .prop_map(|(method, params)| Message::Notification(Notification { method, params })),
+        ("notifications/[a-z]{1,10}", arb_params()).prop_map(|(method, params)| {
+            Message::Notification(Notification {
+                method,
+                params: params.map(Params::from),
+            })
+        }),
         (arb_id(), arb_value()).prop_map(|(id, result)| Message::Response(Response {
             id: Some(id),
             outcome: Ok(RawJson::from(result))

@@ -232,13 +232,6 @@ pub(crate) struct MemberAt {
     pub(super) value: (usize, usize),
 }
 
-impl MemberAt {
-    /// Where the member's value starts in the object's text.
-    pub(crate) fn value_start(&self) -> usize {
-        self.value.0
-    }
-}
-
 /// The members of one object as the strict scan passed them, so that a reader finds a member
 /// without walking the text again: the envelope reads the message's members (a walk skipped
 /// `params` value by value, the body's largest member), and the layers read `params`' members
@@ -287,17 +280,20 @@ impl NotedMembers {
 
     /// The members, positioned in the text from `start` on (where the object starts in what
     /// was scanned); `None` when they did not all fit.
-    pub(crate) fn rebased(mut self, start: usize) -> Option<Self> {
-        if self.overflowed {
-            return None;
-        }
+    pub(crate) fn rebased(self, start: usize) -> Option<Self> {
+        let mut this = self.fitted()?;
         let start = u32::try_from(start).ok()?;
-        for member in &mut self.found[..usize::from(self.len)] {
+        for member in &mut this.found[..usize::from(this.len)] {
             for offset in member {
                 *offset -= start;
             }
         }
-        Some(self)
+        Some(this)
+    }
+
+    /// The members, as noted; `None` when they did not all fit.
+    pub(crate) fn fitted(self) -> Option<Self> {
+        (!self.overflowed).then_some(self)
     }
 
     /// The members in order, as a walk over the object's text finds them.

@@ -41,6 +41,7 @@ pub(super) fn scan(text: &str, max_depth: usize) -> Result<Scanned, ParseError> 
         top: NotedMembers::default(),
         params: NotedMembers::default(),
         in_params: false,
+        params_start: 0,
     };
     scanner.skip_whitespace();
     let start = scanner.at;
@@ -59,7 +60,7 @@ pub(super) fn scan(text: &str, max_depth: usize) -> Result<Scanned, ParseError> 
             .and_then(|top| top.rebased(start))
             .map(|top| MessageMembers {
                 top,
-                params: scanner.params.rebased(start),
+                params: scanner.params.fitted(),
             }),
     })
 }
@@ -80,8 +81,10 @@ struct Scanner<'a> {
     top: NotedMembers,
     /// The members of the object the top-level member `params` holds, when it is one.
     params: NotedMembers,
-    /// Whether the top-level member being read is `params`: its value's members are noted.
+    /// Whether the top-level member being read is `params`: its value's members are noted,
+    /// positioned in its text, which starts at `params_start`.
     in_params: bool,
+    params_start: usize,
 }
 
 impl<'a> Scanner<'a> {
@@ -159,7 +162,7 @@ impl<'a> Scanner<'a> {
                     self.top.value_ends(self.at);
                 } else if self.depth == 2 && self.in_params && self.in_object {
                     // A member's of `params`, the last noted there.
-                    self.params.value_ends(self.at);
+                    self.params.value_ends(self.at - self.params_start);
                 }
                 self.skip_whitespace();
                 match (self.peek(), self.in_object) {
@@ -267,9 +270,14 @@ impl<'a> Scanner<'a> {
                     self.skip_whitespace();
                     self.top.push((key_start, key_end), escaped, self.at);
                     self.in_params = params_key;
+                    if params_key {
+                        self.params_start = self.at;
+                    }
                 } else if self.depth == 2 && self.in_params {
                     self.skip_whitespace();
-                    self.params.push((key_start, key_end), escaped, self.at);
+                    let start = self.params_start;
+                    let key = (key_start - start, key_end - start);
+                    self.params.push(key, escaped, self.at - start);
                 }
                 Ok(())
             }

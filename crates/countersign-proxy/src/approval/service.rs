@@ -3,7 +3,7 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use countersign_jsonrpc::mcp::ProtocolVersion;
-use countersign_jsonrpc::message::{Message, Params, Payload, Request as Call};
+use countersign_jsonrpc::message::{Message, Payload, Request as Call};
 use countersign_policy::{Action, Principal};
 use http::{HeaderName, HeaderValue, Method, Request, Response, request};
 use tower::Service;
@@ -130,9 +130,9 @@ where
                     // only a call the policy simply allows goes on.
                     (Message::Notification(mut notification), Some(judged), principal) => {
                         if judged.decision.action == Action::Allow {
-                            let mut params = notification.params.take().map(Params::from);
-                            judged.call.strip_params(params.as_mut(), false);
-                            notification.params = params.map(Params::into_raw);
+                            judged
+                                .call
+                                .strip_params(notification.params.as_mut(), false);
                             if let Some(principal) = &principal {
                                 let principal = principal.id.clone();
                                 let audit = self.allowed(

@@ -64,7 +64,7 @@ pub struct CallParts {
 impl CallParts {
     pub fn of(method: Method, params: Option<&Params>) -> Result<Self, ProxyError> {
         let target_key = target_key(method);
-        // One walk over the params for the three members read here.
+        // The three members read here, found among the places the parse noted.
         let [target, arguments, meta] = params
             .map(|p| p.get_many([target_key, "arguments", "_meta"]))
             .unwrap_or_default();

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use countersign_jsonrpc::RawJson;
-use countersign_jsonrpc::message::{Message, Params, Payload};
+use countersign_jsonrpc::message::{Message, Payload};
 use countersign_policy::{CallFacts, Method, PinnedTool, Policy, Principal};
 use http::{Request, Response};
 use tower::Service;
@@ -131,13 +131,9 @@ impl<S> Classify<S> {
         for (index, message) in messages.iter().enumerate() {
             // A call sent as a notification is judged like one sent as a request: otherwise
             // an id-less `tools/call` would reach the upstream unjudged.
-            let notification_params;
             let (method, params) = match message {
                 Message::Request(r) => (&r.method, r.params.as_ref()),
-                Message::Notification(n) => {
-                    notification_params = n.params.clone().map(Params::from);
-                    (&n.method, notification_params.as_ref())
-                }
+                Message::Notification(n) => (&n.method, n.params.as_ref()),
                 Message::Response(_) => continue,
             };
             let Some(method) = gated_method(method) else {

@@ -81,6 +81,7 @@ pub(super) fn notification_with(
         } else {
             params.with_member(key, value)
         }
+        .into()
     });
     Bytes::from(
         Message::Notification(Notification {
@@ -102,7 +103,7 @@ pub(super) fn cancellation(upstream_id: i64, reason: &str) -> Bytes {
     Bytes::from(
         Message::Notification(Notification {
             method: "notifications/cancelled".into(),
-            params: Some(RawJson::from_value(&params)),
+            params: Some(RawJson::from_value(&params).into()),
         })
         .to_vec(),
     )
